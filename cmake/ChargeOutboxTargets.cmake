@@ -1,0 +1,56 @@
+# Target helpers: every library is declared as charge_outbox_<name> with the alias
+# charge_outbox::<name>, and is always linked through the alias so a typo fails at configure time.
+
+set(CHARGE_OUTBOX_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
+    -Wcast-align -Woverloaded-virtual -Wconversion -Wsign-conversion -Wnull-dereference
+    -Wimplicit-fallthrough -Wswitch-enum)
+
+function(charge_outbox_apply_options target)
+  target_compile_options(${target} PRIVATE ${CHARGE_OUTBOX_WARNINGS})
+  if(CHARGE_OUTBOX_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(CHARGE_OUTBOX_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
+                                             -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+  if(CHARGE_OUTBOX_FAILPOINTS)
+    target_compile_definitions(${target} PRIVATE CHARGE_OUTBOX_FAILPOINTS=1)
+  endif()
+endfunction()
+
+# charge_outbox_cc_library(NAME name SRCS ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...] [INCLUDE_DIR dir])
+function(charge_outbox_cc_library)
+  cmake_parse_arguments(ARG "" "NAME;INCLUDE_DIR" "SRCS;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target charge_outbox_${ARG_NAME})
+  add_library(${target} STATIC ${ARG_SRCS})
+  add_library(charge_outbox::${ARG_NAME} ALIAS ${target})
+  if(ARG_INCLUDE_DIR)
+    target_include_directories(${target} PUBLIC ${ARG_INCLUDE_DIR})
+  endif()
+  target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  charge_outbox_apply_options(${target})
+endfunction()
+
+# charge_outbox_executable(NAME binary-name SRCS ... DEPS ...)
+function(charge_outbox_executable)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
+  charge_outbox_apply_options(${ARG_NAME})
+  install(TARGETS ${ARG_NAME} RUNTIME DESTINATION bin)
+endfunction()
+
+# charge_outbox_test(NAME name LABEL unit|integration|e2e SRCS ... DEPS ...)
+# The label must match the file suffix: *_test.cpp unit, *_pgtest.cpp / *_kafkatest.cpp
+# integration, *_e2etest.cpp e2e.
+function(charge_outbox_test)
+  cmake_parse_arguments(ARG "" "NAME;LABEL" "SRCS;DEPS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  charge_outbox_apply_options(${ARG_NAME})
+  gtest_discover_tests(${ARG_NAME}
+    PROPERTIES LABELS ${ARG_LABEL}
+    DISCOVERY_TIMEOUT 30)
+endfunction()

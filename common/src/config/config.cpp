@@ -1,0 +1,267 @@
+#include "charge_outbox/config/config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace charge_outbox::config {
+namespace {
+
+std::vector<std::string> SplitKey(std::string_view key) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= key.size()) {
+    const auto dot = key.find('.', start);
+    const auto end = dot == std::string_view::npos ? key.size() : dot;
+    parts.emplace_back(key.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+void CollectLeaves(const YAML::Node& node, const std::string& prefix, std::vector<std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      const auto name = kv.first.as<std::string>();
+      CollectLeaves(kv.second, prefix.empty() ? name : prefix + "." + name, out);
+    }
+  } else if (!prefix.empty()) {
+    out.push_back(prefix);
+  }
+}
+
+std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+}  // namespace
+
+ConfigError::ConfigError(std::string key, std::string problem)
+    : std::runtime_error("config error: " + key + ": " + problem),
+      key_(std::move(key)),
+      problem_(std::move(problem)) {}
+
+EnvLookup ProcessEnvironment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    if (const char* value = std::getenv(name.c_str()); value != nullptr) return std::string(value);
+    return std::nullopt;
+  };
+}
+
+struct ConfigReader::State {
+  YAML::Node root;
+  EnvLookup env;
+  std::set<std::string> asked;
+
+  // The raw text of a key: environment first, then the file. Records that the key was asked for.
+  std::optional<std::string> Raw(std::string_view key) {
+    asked.emplace(key);
+    if (auto from_env = env(EnvName(key)); from_env.has_value()) return from_env;
+    YAML::Node node = root;
+    for (const auto& part : SplitKey(key)) {
+      if (!node.IsMap()) return std::nullopt;
+      node = node[part];
+      if (!node.IsDefined()) return std::nullopt;
+    }
+    if (node.IsNull()) return std::nullopt;
+    if (!node.IsScalar()) throw ConfigError(std::string(key), "expected a single value, found a list or map");
+    return node.Scalar();
+  }
+
+  bool InFile(std::string_view key) const {
+    YAML::Node node = root;
+    for (const auto& part : SplitKey(key)) {
+      if (!node.IsMap()) return false;
+      node = node[part];
+      if (!node.IsDefined()) return false;
+    }
+    return true;
+  }
+};
+
+ConfigReader::ConfigReader(std::unique_ptr<State> state) : state_(std::move(state)) {}
+ConfigReader::ConfigReader(ConfigReader&&) noexcept = default;
+ConfigReader& ConfigReader::operator=(ConfigReader&&) noexcept = default;
+ConfigReader::~ConfigReader() = default;
+
+ConfigReader ConfigReader::FromFile(const std::string& yaml_path, EnvLookup env) {
+  if (yaml_path.empty()) return FromString("", std::move(env));
+  std::ifstream in(yaml_path);
+  if (!in) throw ConfigError("--config", "cannot read " + Quote(yaml_path) + "; check the path");
+  std::stringstream text;
+  text << in.rdbuf();
+  return FromString(text.str(), std::move(env));
+}
+
+ConfigReader ConfigReader::FromString(std::string_view yaml_text, EnvLookup env) {
+  auto state = std::make_unique<State>();
+  state->env = std::move(env);
+  try {
+    state->root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("--config", "not valid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  if (!state->root.IsNull() && !state->root.IsMap()) {
+    throw ConfigError("--config", "the file must be a YAML map of keys");
+  }
+  return ConfigReader(std::move(state));
+}
+
+std::string ConfigReader::EnvName(std::string_view key) {
+  std::string name(key);
+  for (auto& c : name) {
+    c = c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return name;
+}
+
+std::string ConfigReader::String(std::string_view key, std::optional<std::string> fallback) {
+  auto raw = state_->Raw(key);
+  if (!raw.has_value()) {
+    if (fallback.has_value()) return *fallback;
+    throw ConfigError(std::string(key), "required; set it in the config file or as " + EnvName(key));
+  }
+  return *raw;
+}
+
+std::int64_t ConfigReader::Integer(std::string_view key, std::optional<std::int64_t> fallback,
+                                   std::int64_t min, std::int64_t max) {
+  auto raw = state_->Raw(key);
+  std::int64_t value = 0;
+  if (!raw.has_value()) {
+    if (!fallback.has_value()) {
+      throw ConfigError(std::string(key), "required integer; set it in the config file or as " + EnvName(key));
+    }
+    value = *fallback;
+  } else {
+    const auto* first = raw->data();
+    const auto* last = raw->data() + raw->size();
+    const auto [ptr, ec] = std::from_chars(first, last, value);
+    if (ec != std::errc{} || ptr != last) {
+      throw ConfigError(std::string(key), "expected an integer, got " + Quote(*raw));
+    }
+  }
+  if (value < min || value > max) {
+    throw ConfigError(std::string(key), "must be between " + std::to_string(min) + " and " +
+                                            std::to_string(max) + ", got " + std::to_string(value));
+  }
+  return value;
+}
+
+double ConfigReader::Number(std::string_view key, std::optional<double> fallback, double min, double max) {
+  auto raw = state_->Raw(key);
+  double value = 0;
+  if (!raw.has_value()) {
+    if (!fallback.has_value()) {
+      throw ConfigError(std::string(key), "required number; set it in the config file or as " + EnvName(key));
+    }
+    value = *fallback;
+  } else {
+    const auto* first = raw->data();
+    const auto* last = raw->data() + raw->size();
+    const auto [ptr, ec] = std::from_chars(first, last, value);
+    if (ec != std::errc{} || ptr != last || !std::isfinite(value)) {
+      throw ConfigError(std::string(key), "expected a number, got " + Quote(*raw));
+    }
+  }
+  if (value < min || value > max) {
+    std::ostringstream msg;
+    msg << "must be between " << min << " and " << max << ", got " << value;
+    throw ConfigError(std::string(key), msg.str());
+  }
+  return value;
+}
+
+bool ConfigReader::Boolean(std::string_view key, std::optional<bool> fallback) {
+  auto raw = state_->Raw(key);
+  if (!raw.has_value()) {
+    if (fallback.has_value()) return *fallback;
+    throw ConfigError(std::string(key), "required true/false; set it in the config file or as " + EnvName(key));
+  }
+  if (*raw == "true") return true;
+  if (*raw == "false") return false;
+  throw ConfigError(std::string(key), "expected true or false, got " + Quote(*raw));
+}
+
+std::chrono::milliseconds ConfigReader::Duration(std::string_view key,
+                                                 std::optional<std::chrono::milliseconds> fallback,
+                                                 std::chrono::milliseconds min, std::chrono::milliseconds max) {
+  using std::chrono::milliseconds;
+  auto raw = state_->Raw(key);
+  milliseconds value{0};
+  if (!raw.has_value()) {
+    if (!fallback.has_value()) {
+      throw ConfigError(std::string(key), "required duration such as 500ms, 2s, 5m; set it in the config file or as " +
+                                              EnvName(key));
+    }
+    value = *fallback;
+  } else {
+    std::int64_t amount = 0;
+    const auto* first = raw->data();
+    const auto* last = raw->data() + raw->size();
+    const auto [ptr, ec] = std::from_chars(first, last, amount);
+    const std::string_view unit(ptr, static_cast<std::size_t>(last - ptr));
+    std::int64_t scale = 0;
+    if (unit == "ms") scale = 1;
+    else if (unit == "s") scale = 1000;
+    else if (unit == "m") scale = 60'000;
+    else if (unit == "h") scale = 3'600'000;
+    if (ec != std::errc{} || ptr == first || scale == 0 || amount < 0 ||
+        amount > std::numeric_limits<std::int64_t>::max() / scale) {
+      throw ConfigError(std::string(key), "expected a duration such as 500ms, 2s, 5m or 1h, got " + Quote(*raw));
+    }
+    value = milliseconds{amount * scale};
+  }
+  if (value < min || value > max) {
+    throw ConfigError(std::string(key), "must be between " + std::to_string(min.count()) + "ms and " +
+                                            std::to_string(max.count()) + "ms, got " +
+                                            std::to_string(value.count()) + "ms");
+  }
+  return value;
+}
+
+std::string ConfigReader::Choice(std::string_view key, std::optional<std::string> fallback,
+                                 const std::vector<std::string>& allowed) {
+  auto value = String(key, std::move(fallback));
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return value;
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  throw ConfigError(std::string(key), "must be one of " + list + ", got " + Quote(value));
+}
+
+std::optional<std::string> ConfigReader::OptionalSecret(std::string_view key) {
+  state_->asked.emplace(key);
+  if (state_->InFile(key)) {
+    throw ConfigError(std::string(key), "is a secret and must not be in the config file; set " + EnvName(key) +
+                                            " in the environment instead");
+  }
+  auto value = state_->env(EnvName(key));
+  if (value.has_value() && value->empty()) return std::nullopt;
+  return value;
+}
+
+std::string ConfigReader::Secret(std::string_view key) {
+  auto value = OptionalSecret(key);
+  if (!value.has_value()) {
+    throw ConfigError(std::string(key), "required; set " + EnvName(key) + " in the environment");
+  }
+  return *value;
+}
+
+void ConfigReader::RejectUnknownKeys() const {
+  std::vector<std::string> leaves;
+  CollectLeaves(state_->root, "", leaves);
+  for (const auto& leaf : leaves) {
+    if (!state_->asked.contains(leaf)) {
+      throw ConfigError(leaf, "unknown key; check its spelling against the documented keys");
+    }
+  }
+}
+
+}  // namespace charge_outbox::config

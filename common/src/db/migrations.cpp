@@ -1,0 +1,209 @@
+#include "charge_outbox/db/migrations.hpp"
+
+#include <pqxx/pqxx>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "charge_outbox/util/sha256.hpp"
+
+namespace charge_outbox::db {
+namespace {
+
+// An arbitrary constant shared by every migrator of this product; other products' advisory locks
+// in the same database pick their own.
+constexpr long long kMigrationLockKey = 0x636f5f6d69677261;  // "co_migra"
+
+constexpr const char* kCreateMigrationsTable = R"sql(
+CREATE TABLE IF NOT EXISTS schema_migrations (
+  version      integer PRIMARY KEY,
+  name         text        NOT NULL,
+  checksum     text        NOT NULL,
+  applied_at   timestamptz NOT NULL DEFAULT now(),
+  execution_ms integer     NOT NULL
+))sql";
+
+pqxx::connection Connect(const std::string& url) {
+  try {
+    return pqxx::connection(url);
+  } catch (const pqxx::broken_connection& e) {
+    throw MigrationError(MigrationErrc::kDatabaseUnavailable,
+                         std::string("cannot connect to the database: ") + e.what() +
+                             " (check DATABASE_URL and that PostgreSQL is up)");
+  }
+}
+
+std::map<int, AppliedMigration> ReadApplied(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  const auto exists = tx.exec1("SELECT to_regclass('schema_migrations') IS NOT NULL")[0].as<bool>();
+  std::map<int, AppliedMigration> applied;
+  if (!exists) return applied;
+  for (const auto& row : tx.exec(
+           "SELECT version, name, checksum, to_char(applied_at AT TIME ZONE 'UTC', "
+           "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM schema_migrations ORDER BY version")) {
+    AppliedMigration m;
+    m.version = row[0].as<int>();
+    m.name = row[1].as<std::string>();
+    m.checksum = row[2].as<std::string>();
+    m.applied_at = row[3].as<std::string>();
+    applied.emplace(m.version, std::move(m));
+  }
+  return applied;
+}
+
+void VerifyChecksums(const std::vector<Migration>& known, const std::map<int, AppliedMigration>& applied) {
+  for (const auto& m : known) {
+    const auto it = applied.find(m.version);
+    if (it == applied.end()) continue;
+    const auto checksum = m.Checksum();
+    if (it->second.checksum != checksum) {
+      throw MigrationError(MigrationErrc::kChecksumMismatch,
+                           "migration " + m.name + " was applied with checksum " + it->second.checksum +
+                               " but its file now has checksum " + checksum +
+                               "; never edit an applied migration: restore it and add a new one");
+    }
+  }
+}
+
+std::vector<Migration> Pending(const std::vector<Migration>& known, const std::map<int, AppliedMigration>& applied) {
+  std::vector<Migration> pending;
+  const int highest_applied = applied.empty() ? 0 : applied.rbegin()->first;
+  for (const auto& m : known) {
+    if (applied.contains(m.version)) continue;
+    if (m.version < highest_applied) {
+      throw MigrationError(MigrationErrc::kOutOfOrder,
+                           "migration " + m.name + " is older than applied version " +
+                               std::to_string(highest_applied) + "; renumber it after the newest one");
+    }
+    pending.push_back(m);
+  }
+  return pending;
+}
+
+}  // namespace
+
+std::string Migration::Checksum() const { return util::Sha256Hex(sql); }
+
+Migration MakeMigration(const std::string& file_name, std::string sql) {
+  static const std::regex kPattern(R"(^([0-9]{4})_([a-z0-9_]+)\.sql$)");
+  std::smatch match;
+  if (!std::regex_match(file_name, match, kPattern)) {
+    throw MigrationError(MigrationErrc::kInvalidMigrationSet,
+                         "migration file " + file_name + " is not named NNNN_lower_snake_name.sql");
+  }
+  Migration m;
+  m.version = std::stoi(match[1].str());
+  m.name = match[1].str() + "_" + match[2].str();
+  m.sql = std::move(sql);
+  if (m.version == 0) {
+    throw MigrationError(MigrationErrc::kInvalidMigrationSet, "migration versions start at 0001: " + file_name);
+  }
+  return m;
+}
+
+std::vector<Migration> SortedMigrationSet(std::vector<Migration> migrations) {
+  std::sort(migrations.begin(), migrations.end(),
+            [](const Migration& a, const Migration& b) { return a.version < b.version; });
+  for (std::size_t i = 1; i < migrations.size(); ++i) {
+    if (migrations[i].version == migrations[i - 1].version) {
+      throw MigrationError(MigrationErrc::kInvalidMigrationSet,
+                           "two migrations share version " + std::to_string(migrations[i].version) + ": " +
+                               migrations[i - 1].name + " and " + migrations[i].name);
+    }
+  }
+  return migrations;
+}
+
+std::vector<Migration> LoadMigrationsFromDirectory(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) {
+    throw MigrationError(MigrationErrc::kInvalidMigrationSet,
+                         "cannot read migrations directory " + dir.string() + ": " + ec.message());
+  }
+  std::vector<Migration> migrations;
+  for (const auto& entry : it) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".sql") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    migrations.push_back(MakeMigration(entry.path().filename().string(), text.str()));
+  }
+  return SortedMigrationSet(std::move(migrations));
+}
+
+int EmbeddedSchemaVersion() {
+  const auto& all = EmbeddedMigrations();
+  return all.empty() ? 0 : all.back().version;
+}
+
+Migrator::Migrator(std::string database_url, std::vector<Migration> migrations, MigratorOptions options)
+    : database_url_(std::move(database_url)),
+      migrations_(SortedMigrationSet(std::move(migrations))),
+      options_(options) {}
+
+std::vector<int> Migrator::Up() {
+  auto conn = Connect(database_url_);
+  std::vector<int> applied_now;
+  {
+    // Session-level lock: held across the per-migration transactions below, released on return
+    // (or by the server when this connection dies), so a crashed run never blocks the next one.
+    pqxx::nontransaction lock(conn);
+    lock.exec1("SELECT pg_advisory_lock(" + std::to_string(kMigrationLockKey) + ")");
+    lock.exec0(kCreateMigrationsTable);
+  }
+  const auto applied = ReadApplied(conn);
+  VerifyChecksums(migrations_, applied);
+  for (const auto& m : Pending(migrations_, applied)) {
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      pqxx::work tx(conn);
+      tx.exec0("SET LOCAL lock_timeout = '" + std::to_string(options_.lock_timeout.count()) + "ms'");
+      tx.exec(m.sql);
+      const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - started)
+                                  .count();
+      tx.exec_params0("INSERT INTO schema_migrations (version, name, checksum, execution_ms) VALUES ($1, $2, $3, $4)",
+                      m.version, m.name, m.Checksum(), static_cast<int>(elapsed_ms));
+      tx.commit();
+    } catch (const pqxx::broken_connection& e) {
+      throw MigrationError(MigrationErrc::kDatabaseUnavailable,
+                           "lost the database connection while applying " + m.name + ": " + e.what());
+    } catch (const pqxx::sql_error& e) {
+      throw MigrationError(MigrationErrc::kMigrationFailed,
+                           "migration " + m.name + " failed and was rolled back: " + e.what());
+    }
+    applied_now.push_back(m.version);
+  }
+  pqxx::nontransaction unlock(conn);
+  unlock.exec1("SELECT pg_advisory_unlock(" + std::to_string(kMigrationLockKey) + ")");
+  return applied_now;
+}
+
+MigrationStatus Migrator::Status() {
+  auto conn = Connect(database_url_);
+  const auto applied = ReadApplied(conn);
+  VerifyChecksums(migrations_, applied);
+  MigrationStatus status;
+  for (const auto& [version, m] : applied) status.applied.push_back(m);
+  status.current_version = applied.empty() ? 0 : applied.rbegin()->first;
+  status.pending = Pending(migrations_, applied);
+  return status;
+}
+
+int RequireSchemaVersion(const std::string& database_url, int required_version) {
+  auto conn = Connect(database_url);
+  const auto applied = ReadApplied(conn);
+  const int current = applied.empty() ? 0 : applied.rbegin()->first;
+  if (current < required_version) {
+    throw MigrationError(MigrationErrc::kSchemaBehind,
+                         "database schema is at version " + std::to_string(current) + " but this build needs " +
+                             std::to_string(required_version) + "; run `charge-migrate up` first");
+  }
+  return current;
+}
+
+}  // namespace charge_outbox::db

@@ -1,0 +1,54 @@
+# Shared helpers for the local stack and the test runner. Sourced; the caller sets `set -euo pipefail`.
+
+CHARGE_OUTBOX_ROOT=${CHARGE_OUTBOX_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
+CHARGE_OUTBOX_CACHE=${CHARGE_OUTBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/charge-outbox}
+
+say() { printf '%s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+port_in_use() { [[ -n $(ss -Htln "sport = :$1" 2>/dev/null) ]]; }
+
+# A free TCP port on loopback. Random in a high range rather than "bind port 0" because the port is
+# handed to a server started later; two runs at once pick different ones with high probability, and
+# the server's own bind fails loudly if not.
+free_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$((20000 + RANDOM % 30000))
+    port_in_use "$p" || { echo "$p"; return 0; }
+  done
+  die "no free port found between 20000 and 50000"
+}
+
+# True if the pid file names a live process.
+pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# Stops the process named by a pid file: SIGTERM, up to `timeout` seconds, then SIGKILL.
+stop_pid_file() {
+  local pid_file=$1 timeout=${2:-20} pid
+  [[ -f $pid_file ]] || return 0
+  pid=$(cat "$pid_file")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 $((timeout * 10))); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "pid $pid did not stop within ${timeout}s; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$pid_file"
+}
+
+# Configures and builds the tree (incremental: a no-op when nothing changed).
+build_tree() {
+  local build_dir=$1; shift
+  local launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  if [[ ! -f $build_dir/build.ninja ]]; then
+    cmake -S "$CHARGE_OUTBOX_ROOT" -B "$build_dir" -G Ninja "${launcher[@]}" "$@" >&2
+  fi
+  cmake --build "$build_dir" >&2
+}

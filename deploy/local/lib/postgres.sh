@@ -1,0 +1,67 @@
+# A PostgreSQL 15 server of our own, from its own data directory, on loopback. Never the system
+# cluster. Sourced; needs common.sh.
+
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+
+# Postgres refuses to run as root; as root we run it as the `postgres` user, otherwise as ourselves.
+_pg_as_owner() {
+  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# pg_start STATE_DIR PORT [fast]
+# `fast` turns off fsync for throwaway test clusters: a process crash loses nothing without it, only
+# an OS crash would, and tests never survive one anyway.
+pg_start() {
+  local state=$1 port=$2 mode=${3:-durable}
+  local dir=$state/postgres data=$state/postgres/data
+  if pid_alive "$data/postmaster.pid.ours"; then return 0; fi
+  mkdir -p "$dir"
+  [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$dir"
+  if [[ ! -f $data/PG_VERSION ]]; then
+    _pg_as_owner "$PG_BIN/initdb" -D "$data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 \
+      >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
+  fi
+  {
+    echo "listen_addresses = '127.0.0.1'"
+    echo "port = $port"
+    echo "unix_socket_directories = '$dir'"
+    echo "max_connections = 300"
+    echo "shared_buffers = 256MB"
+    echo "log_min_messages = warning"
+    echo "log_line_prefix = '%m [%p] %d '"
+    if [[ $mode == fast ]]; then
+      echo "fsync = off"
+      echo "full_page_writes = off"
+      echo "synchronous_commit = off"
+    fi
+  } >"$data/postgresql.auto.conf"
+  _pg_as_owner "$PG_BIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
+    { tail -n 20 "$dir/server.log" >&2; die "PostgreSQL did not start (log: $dir/server.log)"; }
+  head -n 1 "$data/postmaster.pid" >"$data/postmaster.pid.ours"
+}
+
+pg_stop() {
+  local data=$1/postgres/data
+  if pid_alive "$data/postmaster.pid.ours"; then
+    _pg_as_owner "$PG_BIN/pg_ctl" -D "$data" -m fast -w -t 30 stop >/dev/null || stop_pid_file "$data/postmaster.pid.ours"
+  fi
+  rm -f "$data/postmaster.pid.ours"
+}
+
+pg_running() { pid_alive "$1/postgres/data/postmaster.pid.ours"; }
+
+pg_url() { echo "postgresql://postgres@127.0.0.1:$1/${2:-postgres}"; }
+
+# Runs psql against database $2 on port $1 with the rest as arguments, stopping on the first error.
+pg_psql() {
+  local port=$1 db=$2; shift 2
+  psql -X -q -v ON_ERROR_STOP=1 "$(pg_url "$port" "$db")" "$@"
+}
+
+# psql interpolates :'var' only in scripts read from stdin or a file, not in -c, hence the here-strings.
+pg_ensure_database() {
+  local port=$1 db=$2
+  if [[ -z $(pg_psql "$port" postgres -tA -v db="$db" <<<"SELECT 1 FROM pg_database WHERE datname = :'db'") ]]; then
+    pg_psql "$port" postgres -v db="$db" <<<'CREATE DATABASE :"db"'
+  fi
+}
