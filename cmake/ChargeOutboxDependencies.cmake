@@ -1,6 +1,6 @@
 # Every dependency comes from a Debian package and is found here, once, for the whole tree.
 find_package(Threads REQUIRED)
-find_package(Boost 1.81 EXACT REQUIRED COMPONENTS json url system)
+find_package(Boost 1.81.0 EXACT REQUIRED CONFIG COMPONENTS json url system)
 find_package(OpenSSL REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(spdlog REQUIRED)

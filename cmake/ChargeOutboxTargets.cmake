@@ -2,7 +2,7 @@
 # charge_outbox::<name>, and is always linked through the alias so a typo fails at configure time.
 
 set(CHARGE_OUTBOX_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
-    -Wcast-align -Woverloaded-virtual -Wconversion -Wsign-conversion -Wnull-dereference
+    -Wcast-align -Woverloaded-virtual -Wconversion -Wsign-conversion
     -Wimplicit-fallthrough -Wswitch-enum)
 
 function(charge_outbox_apply_options target)

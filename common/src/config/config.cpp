@@ -38,6 +38,20 @@ void CollectLeaves(const YAML::Node& node, const std::string& prefix, std::vecto
   }
 }
 
+// yaml-cpp's Node::operator= assigns through to the referenced node (rewriting the tree), so walking
+// a path must rebind with reset().
+std::optional<YAML::Node> Find(const YAML::Node& root, std::string_view key) {
+  YAML::Node node;
+  node.reset(root);
+  for (const auto& part : SplitKey(key)) {
+    if (!node.IsMap()) return std::nullopt;
+    const YAML::Node child = node[part];
+    if (!child.IsDefined()) return std::nullopt;
+    node.reset(child);
+  }
+  return node;
+}
+
 std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 }  // namespace
@@ -63,26 +77,13 @@ struct ConfigReader::State {
   std::optional<std::string> Raw(std::string_view key) {
     asked.emplace(key);
     if (auto from_env = env(EnvName(key)); from_env.has_value()) return from_env;
-    YAML::Node node = root;
-    for (const auto& part : SplitKey(key)) {
-      if (!node.IsMap()) return std::nullopt;
-      node = node[part];
-      if (!node.IsDefined()) return std::nullopt;
-    }
-    if (node.IsNull()) return std::nullopt;
-    if (!node.IsScalar()) throw ConfigError(std::string(key), "expected a single value, found a list or map");
-    return node.Scalar();
+    const auto node = Find(root, key);
+    if (!node.has_value() || node->IsNull()) return std::nullopt;
+    if (!node->IsScalar()) throw ConfigError(std::string(key), "expected a single value, found a list or map");
+    return node->Scalar();
   }
 
-  bool InFile(std::string_view key) const {
-    YAML::Node node = root;
-    for (const auto& part : SplitKey(key)) {
-      if (!node.IsMap()) return false;
-      node = node[part];
-      if (!node.IsDefined()) return false;
-    }
-    return true;
-  }
+  bool InFile(std::string_view key) const { return Find(root, key).has_value(); }
 };
 
 ConfigReader::ConfigReader(std::unique_ptr<State> state) : state_(std::move(state)) {}

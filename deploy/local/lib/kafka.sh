@@ -168,9 +168,11 @@ group.initial.rebalance.delay.ms=0
 EOF
   # One file for everything the broker logs (Kafka's stock config splits it
   # into controller.log, state-change.log, ...); size-capped for long runs.
+  # shutdownHook=disable: log4j's own hook would otherwise stop logging in
+  # the middle of Kafka's shutdown hook, hiding whether shutdown was clean.
   cat >"$kdir/log4j2.xml" <<'EOF'
 <?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="warn">
+<Configuration status="warn" shutdownHook="disable">
   <Appenders>
     <RollingFile name="server" fileName="${sys:kafka.logs.dir}/server.log"
                  filePattern="${sys:kafka.logs.dir}/server.log.%i">
@@ -204,6 +206,14 @@ kafka_start() {
   fi
   rm -f "$state_dir/kafka.pid"
 
+  # A leftover broker on PORT would answer kafka_wait in place of this one.
+  for i in "$port" "$cport"; do
+    if (: <>"/dev/tcp/127.0.0.1/$i") 2>/dev/null; then
+      echo "kafka_start: 127.0.0.1:$i is already in use (see: ss -ltnp 'sport = :$i')" >&2
+      return 1
+    fi
+  done
+
   kafka_fetch_jars || return 1
   cp="$(kafka_java_cp)"
   mkdir -p "$kdir/data"
@@ -235,6 +245,7 @@ kafka_start() {
   # records its own pid and then execs java, so the pid file is exact even
   # though setsid forks. stdout/stderr only catch what happens before log4j
   # is up (bad flags, crashes).
+  # shellcheck disable=SC2016 # expanded by the inner bash, on purpose
   setsid -f bash -c 'echo "$$" >"$0.tmp" && mv -f "$0.tmp" "$0" && exec "$@"' \
     "$state_dir/kafka.pid" \
     java -Xms128m -Xmx384m \

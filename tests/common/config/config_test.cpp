@@ -1,0 +1,144 @@
+#include "charge_outbox/config/config.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace charge_outbox::config {
+namespace {
+
+using ::testing::HasSubstr;
+
+EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// Runs `read` and returns the ConfigError it throws; fails the test if it throws nothing.
+template <typename F>
+ConfigError ErrorOf(F&& read) {
+  try {
+    read();
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return ConfigError("", "");
+}
+
+TEST(ConfigReader, ReadsNestedValuesOfEveryType) {
+  auto r = ConfigReader::FromString(R"(
+http:
+  port: 8080
+  enabled: true
+  ratio: 0.25
+  timeout: 250ms
+  name: api
+)", FakeEnv({}));
+  EXPECT_EQ(r.Integer("http.port", std::nullopt, 1, 65535), 8080);
+  EXPECT_TRUE(r.Boolean("http.enabled"));
+  EXPECT_DOUBLE_EQ(r.Number("http.ratio", std::nullopt, 0, 1), 0.25);
+  EXPECT_EQ(r.Duration("http.timeout", std::nullopt), std::chrono::milliseconds{250});
+  EXPECT_EQ(r.String("http.name"), "api");
+  EXPECT_NO_THROW(r.RejectUnknownKeys());
+}
+
+TEST(ConfigReader, EnvironmentOverridesTheFile) {
+  auto r = ConfigReader::FromString("http:\n  port: 8080\n", FakeEnv({{"HTTP_PORT", "9090"}}));
+  EXPECT_EQ(r.Integer("http.port", std::nullopt, 1, 65535), 9090);
+}
+
+TEST(ConfigReader, FallbackWhenAbsent) {
+  auto r = ConfigReader::FromString("", FakeEnv({}));
+  EXPECT_EQ(r.Integer("pool.size", 8, 1, 64), 8);
+  EXPECT_EQ(r.Duration("grace", std::chrono::minutes{2}), std::chrono::minutes{2});
+  EXPECT_EQ(r.String("log.level", "info"), "info");
+}
+
+TEST(ConfigReader, MissingRequiredKeyNamesKeyAndVariable) {
+  auto r = ConfigReader::FromString("", FakeEnv({}));
+  const auto e = ErrorOf([&] { r.Integer("http.port", std::nullopt, 1, 65535); });
+  EXPECT_EQ(e.key(), "http.port");
+  EXPECT_THAT(e.problem(), HasSubstr("HTTP_PORT"));
+}
+
+TEST(ConfigReader, WronglyTypedValueNamesKeyAndValue) {
+  auto r = ConfigReader::FromString("http:\n  port: eighty\n", FakeEnv({}));
+  const auto e = ErrorOf([&] { r.Integer("http.port", std::nullopt, 1, 65535); });
+  EXPECT_EQ(e.key(), "http.port");
+  EXPECT_THAT(e.problem(), HasSubstr("expected an integer, got \"eighty\""));
+  EXPECT_THAT(std::string(e.what()), HasSubstr("config error: http.port:"));
+}
+
+TEST(ConfigReader, IntegerWithTrailingGarbageIsRefused) {
+  auto r = ConfigReader::FromString("", FakeEnv({{"POOL_SIZE", "8x"}}));
+  EXPECT_EQ(ErrorOf([&] { r.Integer("pool.size", 1, 1, 64); }).key(), "pool.size");
+}
+
+TEST(ConfigReader, OutOfRangeIsRefused) {
+  auto r = ConfigReader::FromString("pool:\n  size: 0\n", FakeEnv({}));
+  const auto e = ErrorOf([&] { r.Integer("pool.size", std::nullopt, 1, 64); });
+  EXPECT_THAT(e.problem(), HasSubstr("between 1 and 64, got 0"));
+}
+
+TEST(ConfigReader, BooleanAcceptsOnlyTrueOrFalse) {
+  auto r = ConfigReader::FromString("flag: yes\n", FakeEnv({}));
+  EXPECT_THAT(ErrorOf([&] { r.Boolean("flag"); }).problem(), HasSubstr("expected true or false"));
+}
+
+TEST(ConfigReader, DurationNeedsAUnit) {
+  EXPECT_EQ(ConfigReader::FromString("t: 2s", FakeEnv({})).Duration("t", std::nullopt), std::chrono::seconds{2});
+  EXPECT_EQ(ConfigReader::FromString("t: 5m", FakeEnv({})).Duration("t", std::nullopt), std::chrono::minutes{5});
+  EXPECT_EQ(ConfigReader::FromString("t: 1h", FakeEnv({})).Duration("t", std::nullopt), std::chrono::hours{1});
+  for (const char* bad : {"t: 2", "t: s", "t: -1s", "t: 2days", "t: 1.5s"}) {
+    auto r = ConfigReader::FromString(bad, FakeEnv({}));
+    EXPECT_EQ(ErrorOf([&] { r.Duration("t", std::nullopt); }).key(), "t") << bad;
+  }
+}
+
+TEST(ConfigReader, ChoiceListsTheAllowedValues) {
+  auto r = ConfigReader::FromString("log:\n  level: loud\n", FakeEnv({}));
+  const auto e = ErrorOf([&] { r.Choice("log.level", "info", {"debug", "info"}); });
+  EXPECT_THAT(e.problem(), HasSubstr("one of debug, info"));
+}
+
+TEST(ConfigReader, MapWhereValueExpectedIsRefused) {
+  auto r = ConfigReader::FromString("http:\n  port:\n    value: 1\n", FakeEnv({}));
+  EXPECT_THAT(ErrorOf([&] { r.Integer("http.port", 1, 1, 2); }).problem(), HasSubstr("single value"));
+}
+
+TEST(ConfigReader, SecretComesFromEnvironmentOnly) {
+  auto ok = ConfigReader::FromString("", FakeEnv({{"DATABASE_URL", "postgresql://x"}}));
+  EXPECT_EQ(ok.Secret("database.url"), "postgresql://x");
+
+  auto in_file = ConfigReader::FromString("database:\n  url: postgresql://x\n", FakeEnv({}));
+  const auto e = ErrorOf([&] { in_file.Secret("database.url"); });
+  EXPECT_EQ(e.key(), "database.url");
+  EXPECT_THAT(e.problem(), HasSubstr("must not be in the config file"));
+
+  auto missing = ConfigReader::FromString("", FakeEnv({{"DATABASE_URL", ""}}));
+  EXPECT_THAT(ErrorOf([&] { missing.Secret("database.url"); }).problem(), HasSubstr("set DATABASE_URL"));
+}
+
+TEST(ConfigReader, UnknownKeyInFileIsRefused) {
+  auto r = ConfigReader::FromString("http:\n  port: 1\n  prot: 2\n", FakeEnv({}));
+  r.Integer("http.port", std::nullopt, 1, 2);
+  EXPECT_EQ(ErrorOf([&] { r.RejectUnknownKeys(); }).key(), "http.prot");
+}
+
+TEST(ConfigReader, InvalidYamlAndNonMapAreRefused) {
+  EXPECT_EQ(ErrorOf([] { ConfigReader::FromString("a: [1, 2", FakeEnv({})); }).key(), "--config");
+  EXPECT_EQ(ErrorOf([] { ConfigReader::FromString("- a\n- b\n", FakeEnv({})); }).key(), "--config");
+  EXPECT_EQ(ErrorOf([] { ConfigReader::FromFile("/nonexistent/charge.yaml", FakeEnv({})); }).key(), "--config");
+}
+
+TEST(ConfigReader, EnvNameUppercasesAndJoinsWithUnderscores) {
+  EXPECT_EQ(ConfigReader::EnvName("kafka.bootstrap_servers"), "KAFKA_BOOTSTRAP_SERVERS");
+}
+
+}  // namespace
+}  // namespace charge_outbox::config
