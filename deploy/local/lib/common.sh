@@ -52,3 +52,34 @@ build_tree() {
   fi
   cmake --build "$build_dir" >&2
 }
+
+# start_daemon PID_FILE LOG_FILE COMMAND [ARGS...]
+# Starts COMMAND in its own session (a Ctrl-C in the caller's terminal does not reach it), logging to
+# LOG_FILE. The inner shell writes its own pid and then execs, so the pid file names exactly the
+# daemon. No-op if the pid file already names a live process.
+start_daemon() {
+  local pid_file=$1 log_file=$2; shift 2
+  pid_alive "$pid_file" && return 0
+  mkdir -p "$(dirname "$pid_file")" "$(dirname "$log_file")"
+  # shellcheck disable=SC2016 # expanded by the inner bash, on purpose
+  setsid -f bash -c 'echo "$$" >"$0.tmp" && mv -f "$0.tmp" "$0" && exec "$@"' "$pid_file" "$@" \
+    </dev/null >>"$log_file" 2>&1
+  for _ in $(seq 1 50); do
+    [[ -f $pid_file ]] && break
+    sleep 0.05
+  done
+  [[ -f $pid_file ]] || die "$(basename "$1") did not start; see $log_file"
+}
+
+# wait_http URL [TIMEOUT_S]: until URL answers 2xx.
+wait_http() {
+  local url=$1 timeout=${2:-30} deadline=$((SECONDS + ${2:-30}))
+  while ((SECONDS < deadline)); do
+    curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  die "$url did not answer within ${timeout}s"
+}
+
+# 32 random bytes as hex: API keys and credentials for the local stack.
+random_hex() { od -An -tx1 -N32 /dev/urandom | tr -d ' \n'; }
