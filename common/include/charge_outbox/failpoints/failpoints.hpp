@@ -1,0 +1,48 @@
+// Failpoints: named places where a test makes a process die, fail or stall, to prove that nothing is
+// lost or done twice when it happens in production.
+//
+// Set by the FAILPOINTS environment variable, read once at start-up:
+//   FAILPOINTS="charge.after_acquirer_response=crash;relay.after_publish_before_mark=sleep(200)"
+// Actions: `crash` (SIGKILL itself: no destructors, no flush, exactly like the OOM killer),
+// `error` (the code at the point takes its failure path), `sleep(ms)` (stall).
+// A build with CHARGE_OUTBOX_FAILPOINTS=OFF compiles every point to nothing.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace charge_outbox::failpoints {
+
+// Every failpoint of the product (spec section 6); FAILPOINTS naming another is a config error, so a
+// typo in a crash test cannot pass silently by never firing.
+inline const std::vector<std::string> kKnownPoints = {
+    "charge.before_intent_commit",  "charge.after_intent_commit",       "charge.after_acquirer_response",
+    "relay.after_publish_before_mark", "reconciler.after_acquirer_lookup",
+};
+
+enum class Action { kNone, kCrash, kError, kSleep };
+
+struct Spec {
+  Action action = Action::kNone;
+  std::chrono::milliseconds sleep{0};
+};
+
+// Parses the FAILPOINTS syntax; throws config::ConfigError (key "FAILPOINTS") on a bad entry.
+std::map<std::string, Spec> Parse(std::string_view text);
+
+// Installs the process-wide set from `text` (usually getenv("FAILPOINTS")). Call once at start-up,
+// before threads start; afterwards reading is lock-free.
+void Configure(std::string_view text);
+void ConfigureFromEnvironment();
+
+// What the point `name` is set to do; kNone if unset (and always in a build without failpoints).
+Spec Lookup(std::string_view name);
+
+// For synchronous code: crashes or sleeps here as configured; returns true when the caller must take
+// its failure path (`error`). Coroutines on an I/O thread use Lookup() and sleep on a timer instead.
+bool Hit(std::string_view name);
+
+}  // namespace charge_outbox::failpoints
