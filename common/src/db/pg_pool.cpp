@@ -1,0 +1,80 @@
+#include "db/pg_pool.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace charge_outbox::db {
+
+PgPool::PgPool(std::string database_url, PgPoolOptions options)
+    : url_(std::move(database_url)), options_(std::move(options)) {
+  if (!options_.application_name.empty()) {
+    url_ += (url_.find('?') == std::string::npos ? "?" : "&");
+    url_ += "application_name=" + options_.application_name;
+  }
+  workers_.reserve(options_.connections);
+  for (std::size_t i = 0; i < options_.connections; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+PgPool::~PgPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+std::size_t PgPool::queued() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+void PgPool::Submit(Task task) {
+  bool refused = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_.size() >= options_.max_queued || stopping_) {
+      refused = true;
+    } else {
+      queue_.push_back(std::move(task));
+    }
+  }
+  if (refused) {
+    task->Run(nullptr, std::make_exception_ptr(PoolOverloaded()));
+    return;
+  }
+  wake_.notify_one();
+}
+
+void PgPool::WorkerLoop() {
+  std::optional<pqxx::connection> conn;
+  while (true) {
+    Task task;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (!conn.has_value() || !conn->is_open()) {
+      try {
+        conn.reset();
+        conn.emplace(url_);
+      } catch (...) {
+        conn.reset();
+        task->Run(nullptr, std::current_exception());
+        continue;
+      }
+    }
+    try {
+      task->Run(&*conn, nullptr);
+    } catch (const std::exception& e) {
+      // Tasks deliver their own failures; reaching here means a completion handler threw.
+      spdlog::error("database job completion failed: {}", e.what());
+    }
+    // A job that lost the server leaves a connection that will never work again; reopen next time.
+    if (conn.has_value() && !conn->is_open()) conn.reset();
+  }
+}
+
+}  // namespace charge_outbox::db

@@ -1,0 +1,128 @@
+// PgPool against a real PostgreSQL: jobs run off the awaiting thread, failures come back as
+// exceptions, a connection the server killed is replaced, and a full queue refuses at once.
+#include "db/pg_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <atomic>
+#include <set>
+
+#include "pg_test_database.hpp"
+
+namespace charge_outbox::db {
+namespace {
+
+namespace asio = boost::asio;
+using testing::PgTestDatabase;
+
+class PgPoolTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { db_ = PgTestDatabase::Create("pg_pool", PgTestDatabase::Schema::kEmpty).release(); }
+  static void TearDownTestSuite() { delete db_; }
+
+  // Runs `coroutine` to completion on a fresh io_context on this thread.
+  template <typename T>
+  static T RunCoroutine(asio::awaitable<T> coroutine) {
+    asio::io_context io;
+    auto future = asio::co_spawn(io, std::move(coroutine), asio::use_future);
+    io.run();
+    return future.get();
+  }
+
+  static PgTestDatabase* db_;
+};
+PgTestDatabase* PgPoolTest::db_ = nullptr;
+
+TEST_F(PgPoolTest, AwaitedJobRunsOnAWorkerAndResumesOnTheCallersThread) {
+  PgPool pool(db_->url(), {.connections = 2});
+  const auto caller = std::this_thread::get_id();
+  const auto [value, worker] = RunCoroutine([&]() -> asio::awaitable<std::pair<int, std::thread::id>> {
+    auto r = co_await pool.Run([](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      return std::make_pair(tx.exec1("SELECT 40 + 2")[0].as<int>(), std::this_thread::get_id());
+    });
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    co_return r;
+  }());
+  EXPECT_EQ(value, 42);
+  EXPECT_NE(worker, caller);
+}
+
+TEST_F(PgPoolTest, JobExceptionIsRethrownToTheAwaiter) {
+  PgPool pool(db_->url(), {.connections = 1});
+  EXPECT_THROW(RunCoroutine([&]() -> asio::awaitable<int> {
+                 co_return co_await pool.Run([](pqxx::connection& c) {
+                   pqxx::nontransaction tx(c);
+                   return tx.exec1("SELECT no_such_column")[0].as<int>();
+                 });
+               }()),
+               pqxx::undefined_column);
+}
+
+TEST_F(PgPoolTest, ConnectionsRunJobsInParallel) {
+  PgPool pool(db_->url(), {.connections = 4});
+  asio::io_context io;
+  std::set<int> backends;
+  std::mutex m;
+  for (int i = 0; i < 4; ++i) {
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+      const int pid = co_await pool.Run([](pqxx::connection& c) {
+        pqxx::nontransaction tx(c);
+        tx.exec("SELECT pg_sleep(0.3)");
+        return c.backendpid();
+      });
+      std::lock_guard lock(m);
+      backends.insert(pid);
+    }, asio::detached);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  io.run();
+  EXPECT_EQ(backends.size(), 4u);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds{1100});  // not 4 x 0.3 s serially
+}
+
+TEST_F(PgPoolTest, KilledConnectionIsReplacedForTheNextJob) {
+  PgPool pool(db_->url(), {.connections = 1});
+  const int first = pool.RunSync([](pqxx::connection& c) { return c.backendpid(); });
+  db_->Execute("SELECT pg_terminate_backend(" + std::to_string(first) + ")");
+  EXPECT_THROW(pool.RunSync([](pqxx::connection& c) {
+                 pqxx::nontransaction tx(c);
+                 tx.exec("SELECT 1");
+               }),
+               pqxx::broken_connection);
+  const int second = pool.RunSync([](pqxx::connection& c) { return c.backendpid(); });
+  EXPECT_NE(second, first);
+}
+
+TEST_F(PgPoolTest, UnreachableServerFailsTheJobWithBrokenConnection) {
+  PgPool pool("postgresql://postgres@127.0.0.1:1/x?connect_timeout=2", {.connections = 1});
+  EXPECT_THROW(pool.RunSync([](pqxx::connection&) { return 1; }), pqxx::broken_connection);
+}
+
+TEST_F(PgPoolTest, FullQueueRefusesAtOnce) {
+  PgPool pool(db_->url(), {.connections = 1, .max_queued = 1});
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::atomic<bool> running{false};
+  std::thread blocker([&] {
+    pool.RunSync([&](pqxx::connection&) {
+      running = true;
+      released.wait();
+    });
+  });
+  while (!running) std::this_thread::yield();
+  std::thread queued([&] { pool.RunSync([](pqxx::connection&) {}); });
+  while (pool.queued() < 1) std::this_thread::yield();
+  EXPECT_THROW(pool.RunSync([](pqxx::connection&) {}), PoolOverloaded);
+  release.set_value();
+  blocker.join();
+  queued.join();
+}
+
+}  // namespace
+}  // namespace charge_outbox::db
