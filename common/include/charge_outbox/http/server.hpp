@@ -1,0 +1,97 @@
+// HTTP server: a Boost.Beast/Asio HTTP/1.1 server that every daemon reuses.
+//
+// The HTTP logic is a Handler, a function from Request to Reply. The server owns everything else:
+// accepting, one coroutine per connection reading one request at a time (with timeouts and a body
+// limit), calling the handler, writing the reply, keep-alive, and a graceful Stop. Errors the server
+// answers by itself (400 malformed, 413 too large, 431 header too large, 500 handler threw) are RFC
+// 9457 problem+json, built with ProblemJson() like every handler error should be.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace charge_outbox::http {
+
+using Request = boost::beast::http::request<boost::beast::http::string_body>;
+using Response = boost::beast::http::response<boost::beast::http::string_body>;
+using Status = boost::beast::http::status;
+
+struct Reply {
+  Response response;
+  // Close the connection without writing anything: a fault injector's "dropped connection".
+  bool close_without_answer = false;
+};
+
+// Runs on the connection's strand, so a handler needs no locking for its own connection. It must not
+// block the thread (the pool is small and shared by every connection): blocking work such as a database
+// call is posted elsewhere and awaited. Whatever it awaits should be cancellable through Asio's
+// cancellation slot (timers and sockets are), because Stop cancels handlers still running at its
+// deadline. Content-Length, the HTTP version and the Connection header are set by the server.
+// A handler that throws produces a 500 problem+json; the exception is logged.
+using Handler = std::function<boost::asio::awaitable<Reply>(Request)>;
+
+struct ServerOptions {
+  std::string address = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: an ephemeral port, returned by Start()
+  std::size_t threads = 1;
+  std::size_t body_limit = 16 * 1024;
+  std::size_t header_limit = 8 * 1024;
+  // From the first byte of a request to its last: a client that trickles a request is cut off.
+  std::chrono::milliseconds read_timeout{10'000};
+  // How long a kept-alive connection may wait for its next request.
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds write_timeout{10'000};
+  // Connections accepted beyond this are closed at once (the kernel backlog is not a queue we control).
+  std::size_t max_connections = 10'000;
+};
+
+// Lifecycle: construct, Start() once, Stop() once (more calls are harmless). The destructor stops a
+// running server with no drain time. Start, Stop and the accessors may be called from any thread except
+// one of the server's own (a handler must never call Stop: it would wait for itself).
+class Server {
+ public:
+  Server(ServerOptions options, Handler handler);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds, listens and starts the thread pool. Returns the bound port. Throws std::system_error if the
+  // address cannot be bound (a start-up error).
+  std::uint16_t Start();
+
+  // Stops accepting, closes idle keep-alive connections, lets requests being read or handled finish
+  // (their replies carry `Connection: close`) until `drain_deadline`, then cancels the handlers still
+  // running and closes every connection, and joins the pool. Returns within about drain_deadline plus a
+  // short fixed grace for cancelled handlers to unwind. Thread-safe; a second call waits for the first.
+  void Stop(std::chrono::milliseconds drain_deadline);
+
+  std::uint16_t port() const;
+  // Connections open right now; for tests and metrics.
+  std::size_t OpenConnections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// An RFC 9457 problem: {"type", "title", "status", "detail"} plus `extra` members (for example "field"
+// naming a bad input, or "type" to replace the default "about:blank"), as application/problem+json.
+Response ProblemJson(Status status, std::string_view title, std::string_view detail,
+                     const boost::json::object& extra = {});
+
+// A JSON body with Content-Type application/json.
+Response JsonResponse(Status status, const boost::json::value& body);
+Response JsonResponse(Status status, std::string serialized_body);
+
+}  // namespace charge_outbox::http

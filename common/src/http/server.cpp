@@ -1,0 +1,400 @@
+#include "charge_outbox/http/server.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/json/serialize.hpp>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace charge_outbox::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+
+// After Stop's deadline, cancelled handlers get this long to unwind before the pool is stopped.
+constexpr std::chrono::milliseconds kForceCloseGrace{500};
+// When we close after an error reply, we read and discard what the client is still sending for at most
+// this long, so that closing with unread data does not turn into a TCP reset that destroys our reply
+// before the client reads it.
+constexpr std::chrono::milliseconds kLingerTimeout{1000};
+constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
+constexpr std::size_t kReadChunk = 4096;
+
+// Only touched on the connection's strand.
+enum class Phase {
+  kIdle,      // waiting for the first byte of a request: Stop closes the connection
+  kBusy,      // reading, handling or writing a request: Stop lets it finish
+};
+
+struct Connection {
+  explicit Connection(tcp::socket socket) : stream(std::move(socket)) {}
+  beast::tcp_stream stream;
+  asio::cancellation_signal cancel;
+  Phase phase = Phase::kIdle;
+  std::uint64_t id = 0;
+};
+
+bool IsHttpParseError(const boost::system::error_code& ec) {
+  return ec.category() == boost::system::error_code(bhttp::error::bad_method).category();
+}
+
+// Logs an exception that ended a coroutine, except the cancellation Stop causes on purpose.
+void LogCoroutineFailure(const char* what, const std::exception_ptr& error) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const boost::system::system_error& e) {
+    if (e.code() != boost::asio::error::operation_aborted) spdlog::error("http server: {}: {}", what, e.what());
+  } catch (const std::exception& e) {
+    spdlog::error("http server: {}: {}", what, e.what());
+  }
+}
+
+bool IsClientGone(const boost::system::error_code& ec) {
+  return ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+         ec == asio::error::broken_pipe || ec == asio::error::bad_descriptor || ec == beast::error::timeout;
+}
+
+void CloseSocket(beast::tcp_stream& stream) {
+  boost::system::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream.socket().close(ignored);
+}
+
+}  // namespace
+
+Response ProblemJson(Status status, std::string_view title, std::string_view detail,
+                     const boost::json::object& extra) {
+  boost::json::object body;
+  body["type"] = "about:blank";
+  body["title"] = title;
+  body["status"] = static_cast<unsigned>(status);
+  body["detail"] = detail;
+  for (const auto& member : extra) body[member.key()] = member.value();
+  Response response{status, 11};
+  response.set(bhttp::field::content_type, "application/problem+json");
+  response.body() = boost::json::serialize(body);
+  return response;
+}
+
+Response JsonResponse(Status status, const boost::json::value& body) {
+  return JsonResponse(status, boost::json::serialize(body));
+}
+
+Response JsonResponse(Status status, std::string serialized_body) {
+  Response response{status, 11};
+  response.set(bhttp::field::content_type, "application/json");
+  response.body() = std::move(serialized_body);
+  return response;
+}
+
+struct Server::Impl {
+  Impl(ServerOptions server_options, Handler request_handler)
+      : options(std::move(server_options)),
+        handler(std::move(request_handler)),
+        ioc(static_cast<int>(options.threads == 0 ? 1 : options.threads)),
+        acceptor_strand(asio::make_strand(ioc)),
+        acceptor(acceptor_strand),
+        work(asio::make_work_guard(ioc)) {}
+
+  asio::awaitable<void> AcceptLoop();
+  asio::awaitable<void> RunSession(std::shared_ptr<Connection> connection);
+  asio::awaitable<void> WriteAndClose(beast::tcp_stream& stream, Response response);
+  void Unregister(std::uint64_t id);
+
+  const ServerOptions options;
+  const Handler handler;
+
+  // Declared before the io_context so that they outlive it: destroying the io_context destroys the
+  // suspended session coroutines, whose clean-up unregisters them here.
+  mutable std::mutex mutex;
+  std::condition_variable drained;
+  std::unordered_map<std::uint64_t, std::shared_ptr<Connection>> connections;
+  std::uint64_t next_connection_id = 1;
+  std::atomic<bool> stopping{false};
+
+  std::mutex stop_mutex;  // serialises Start and Stop
+  bool started = false;
+  bool stopped = false;
+  std::atomic<std::uint16_t> bound_port{0};
+  std::vector<std::thread> pool;
+
+  asio::io_context ioc;
+  asio::strand<asio::io_context::executor_type> acceptor_strand;
+  tcp::acceptor acceptor;
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+};
+
+void Server::Impl::Unregister(std::uint64_t id) {
+  std::lock_guard lock(mutex);
+  connections.erase(id);
+  if (connections.empty()) drained.notify_all();
+}
+
+asio::awaitable<void> Server::Impl::AcceptLoop() {
+  bool warned_full = false;
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(asio::make_strand(ioc), kNoThrow);
+    if (ec) {
+      if (stopping.load() || ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      // Typically EMFILE: back off instead of spinning on an error that persists.
+      spdlog::warn("http server: accept failed: {}; retrying in 100ms", ec.message());
+      asio::steady_timer pause(acceptor_strand, std::chrono::milliseconds{100});
+      co_await pause.async_wait(kNoThrow);
+      continue;
+    }
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    std::shared_ptr<Connection> connection;
+    {
+      std::lock_guard lock(mutex);
+      if (stopping.load()) {
+        socket.close(ignored);
+        co_return;
+      }
+      if (connections.size() >= options.max_connections) {
+        if (!warned_full) {
+          spdlog::warn("http server: {} connections open, the configured maximum; closing new ones",
+                       connections.size());
+          warned_full = true;
+        }
+        socket.close(ignored);
+        continue;
+      }
+      warned_full = false;
+      connection = std::make_shared<Connection>(std::move(socket));
+      connection->id = next_connection_id++;
+      connections.emplace(connection->id, connection);
+    }
+    auto executor = connection->stream.get_executor();
+    auto slot = connection->cancel.slot();
+    asio::co_spawn(executor, RunSession(std::move(connection)),
+                   asio::bind_cancellation_slot(slot, [](const std::exception_ptr& error) {
+                     LogCoroutineFailure("connection ended by an exception", error);
+                   }));
+  }
+}
+
+asio::awaitable<void> Server::Impl::WriteAndClose(beast::tcp_stream& stream, Response response) {
+  response.keep_alive(false);
+  response.prepare_payload();
+  stream.expires_after(options.write_timeout);
+  auto [write_ec, written] = co_await bhttp::async_write(stream, response, kNoThrow);
+  if (!write_ec) {
+    // Lingering close: see kLingerTimeout.
+    boost::system::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream.expires_after(kLingerTimeout);
+    // A vector, not an array: GCC 12 miscompiles array members of coroutine frames ("array used as
+    // initializer"). This path only runs when a connection is being closed after an error.
+    std::vector<char> sink(kReadChunk);
+    std::size_t discarded = 0;
+    while (discarded < kLingerMaxBytes) {
+      auto [read_ec, n] = co_await stream.async_read_some(asio::buffer(sink), kNoThrow);
+      if (read_ec) break;
+      discarded += n;
+    }
+  }
+  CloseSocket(stream);
+}
+
+asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> connection) {
+  struct Unregisterer {
+    Impl* impl;
+    std::uint64_t id;
+    ~Unregisterer() { impl->Unregister(id); }
+  } unregister_on_exit{this, connection->id};
+
+  auto& stream = connection->stream;
+  beast::flat_buffer buffer;
+  for (;;) {
+    // Between requests. Stop's "close idle connections" pass runs on this strand too, so either it sees
+    // kIdle and closes the socket, or it ran before and we see `stopping` here.
+    if (stopping.load()) break;
+    connection->phase = Phase::kIdle;
+    if (buffer.size() == 0) {
+      stream.expires_after(options.idle_timeout);
+      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(kReadChunk), kNoThrow);
+      if (ec) break;
+      buffer.commit(n);
+    }
+    connection->phase = Phase::kBusy;
+
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(options.header_limit));
+    parser.body_limit(options.body_limit);
+    stream.expires_after(options.read_timeout);
+    auto [header_ec, header_bytes] = co_await bhttp::async_read_header(stream, buffer, parser, kNoThrow);
+    if (!header_ec && !parser.is_done()) {
+      const auto expect = parser.get()[bhttp::field::expect];
+      if (beast::iequals(expect, "100-continue")) {
+        Response go_on{Status::continue_, parser.get().version()};
+        auto [continue_ec, continue_bytes] = co_await bhttp::async_write(stream, go_on, kNoThrow);
+        if (continue_ec) break;
+      }
+      auto [body_ec, body_bytes] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
+      header_ec = body_ec;
+    }
+    if (header_ec) {
+      const auto& ec = header_ec;
+      // The reply is built before the co_await: GCC 12 cannot keep some temporaries of a co_await
+      // expression in the coroutine frame ("array used as initializer").
+      std::optional<Response> problem;
+      if (ec == bhttp::error::body_limit) {
+        boost::json::object extra;
+        extra["limit"] = options.body_limit;
+        problem = ProblemJson(Status::payload_too_large, "Request body too large",
+                              "the body exceeds the limit of " + std::to_string(options.body_limit) + " bytes",
+                              extra);
+      } else if (ec == bhttp::error::header_limit) {
+        problem = ProblemJson(Status::request_header_fields_too_large, "Request header too large",
+                              "the header exceeds the limit of " + std::to_string(options.header_limit) + " bytes");
+      } else if (!IsClientGone(ec) && IsHttpParseError(ec)) {
+        problem = ProblemJson(Status::bad_request, "Malformed HTTP request",
+                              "the request could not be parsed: " + ec.message());
+      }
+      if (problem.has_value()) co_await WriteAndClose(stream, std::move(*problem));
+      break;
+    }
+
+    Request request = parser.release();
+    const bool client_keep_alive = request.keep_alive();
+    const unsigned version = request.version();
+    Reply reply;
+    try {
+      reply = co_await handler(std::move(request));
+    } catch (const boost::system::system_error& e) {
+      if (e.code() == asio::error::operation_aborted && stopping.load()) break;  // cancelled by Stop
+      spdlog::error("http server: handler failed: {}", e.what());
+      reply = Reply{ProblemJson(Status::internal_server_error, "Internal error",
+                                "the request could not be handled; it is safe to retry")};
+    } catch (const std::exception& e) {
+      spdlog::error("http server: handler failed: {}", e.what());
+      reply = Reply{ProblemJson(Status::internal_server_error, "Internal error",
+                                "the request could not be handled; it is safe to retry")};
+    }
+    if (reply.close_without_answer) break;
+
+    Response& response = reply.response;
+    response.version(version);
+    const bool keep_alive = client_keep_alive && response.keep_alive() && !stopping.load();
+    response.keep_alive(keep_alive);
+    response.prepare_payload();
+    stream.expires_after(options.write_timeout);
+    auto [write_ec, written] = co_await bhttp::async_write(stream, response, kNoThrow);
+    if (write_ec || !keep_alive) break;
+  }
+  CloseSocket(stream);
+}
+
+Server::Server(ServerOptions options, Handler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+Server::~Server() { Stop(std::chrono::milliseconds{0}); }
+
+std::uint16_t Server::Start() {
+  std::lock_guard stop_lock(impl_->stop_mutex);
+  auto& impl = *impl_;
+  if (impl.started) return impl.bound_port.load();
+  const tcp::endpoint endpoint(asio::ip::make_address(impl.options.address), impl.options.port);
+  impl.acceptor.open(endpoint.protocol());
+  impl.acceptor.set_option(asio::socket_base::reuse_address(true));
+  impl.acceptor.bind(endpoint);
+  impl.acceptor.listen(asio::socket_base::max_listen_connections);
+  impl.bound_port.store(impl.acceptor.local_endpoint().port());
+  asio::co_spawn(impl.acceptor_strand, impl.AcceptLoop(), [](const std::exception_ptr& error) {
+    LogCoroutineFailure("accept loop ended by an exception", error);
+  });
+  const auto threads = impl.options.threads == 0 ? std::size_t{1} : impl.options.threads;
+  for (std::size_t i = 0; i < threads; ++i) {
+    impl.pool.emplace_back([&impl] { impl.ioc.run(); });
+  }
+  impl.started = true;
+  return impl.bound_port.load();
+}
+
+void Server::Stop(std::chrono::milliseconds drain_deadline) {
+  std::lock_guard stop_lock(impl_->stop_mutex);
+  auto& impl = *impl_;
+  if (!impl.started || impl.stopped) return;
+  const auto deadline = std::chrono::steady_clock::now() + drain_deadline;
+  impl.stopping.store(true);
+  // Waited for, so that the port refuses connections from here on (a posted close could otherwise be
+  // dropped by ioc.stop() below).
+  std::promise<void> acceptor_closed;
+  asio::post(impl.acceptor_strand, [&impl, &acceptor_closed] {
+    boost::system::error_code ignored;
+    impl.acceptor.close(ignored);
+    acceptor_closed.set_value();
+  });
+  acceptor_closed.get_future().wait();
+
+  std::unique_lock lock(impl.mutex);
+  for (const auto& [id, connection] : impl.connections) {
+    asio::post(connection->stream.get_executor(), [connection = connection] {
+      if (connection->phase == Phase::kIdle) CloseSocket(connection->stream);
+    });
+  }
+  if (!impl.drained.wait_until(lock, deadline, [&impl] { return impl.connections.empty(); })) {
+    spdlog::warn("http server: {} connection(s) still busy at the stop deadline; cancelling them",
+                 impl.connections.size());
+    for (const auto& [id, connection] : impl.connections) {
+      asio::post(connection->stream.get_executor(), [connection = connection] {
+        connection->cancel.emit(asio::cancellation_type::terminal);
+        CloseSocket(connection->stream);
+      });
+    }
+    impl.drained.wait_for(lock, kForceCloseGrace, [&impl] { return impl.connections.empty(); });
+  }
+  lock.unlock();
+
+  impl.work.reset();
+  impl.ioc.stop();
+  for (auto& thread : impl.pool) thread.join();
+  impl.pool.clear();
+  impl.stopped = true;
+}
+
+std::uint16_t Server::port() const { return impl_->bound_port.load(); }
+
+std::size_t Server::OpenConnections() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->connections.size();
+}
+
+}  // namespace charge_outbox::http
