@@ -5,9 +5,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-#include <cstdio>
-#include <ctime>
+#include "charge_outbox/util/time.hpp"
 
 namespace charge_outbox::log {
 namespace {
@@ -28,19 +26,6 @@ const char* LevelName(spdlog::level::level_enum level) {
   return "unknown";
 }
 
-// Formats RFC 3339 UTC with milliseconds: what log pipelines parse without configuration.
-void AppendTimestamp(std::chrono::system_clock::time_point tp, std::string& out) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(tp.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm utc{};
-  gmtime_r(&secs, &utc);
-  char buf[40];
-  const auto n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
-                               utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                               static_cast<int>(ms % 1000));
-  out.append(buf, static_cast<std::size_t>(n));
-}
-
 class JsonFormatter final : public spdlog::formatter {
  public:
   explicit JsonFormatter(std::string component) : component_(std::move(component)) {}
@@ -49,7 +34,7 @@ class JsonFormatter final : public spdlog::formatter {
     std::string line;
     line.reserve(128 + msg.payload.size());
     line += R"({"ts":")";
-    AppendTimestamp(msg.time, line);
+    line += util::FormatRfc3339(msg.time);
     line += R"(","level":")";
     line += LevelName(msg.level);
     line += R"(","component":")";

@@ -1,0 +1,56 @@
+// Charge: the local record of one payment operation, its states (spec section 2) and its identifiers.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace charge_outbox::charges {
+
+enum class ChargeStatus { kPending, kCaptured, kFailed, kCanceled, kNeedsReview };
+
+std::string_view ToString(ChargeStatus status);  // API and database spelling: "pending", ...
+std::optional<ChargeStatus> ParseChargeStatus(std::string_view text);
+inline bool IsTerminal(ChargeStatus s) { return s != ChargeStatus::kPending; }
+
+using Timestamp = std::chrono::system_clock::time_point;
+using Fingerprint = std::array<std::uint8_t, 32>;
+
+// "ch_" + 32 hex digits, from the charge's uuid; the id the API returns and the acquirer's `reference`.
+std::string PublicChargeId(std::string_view uuid);
+// The uuid behind a public id; nullopt if `public_id` is not one.
+std::optional<std::string> UuidFromPublicId(std::string_view public_id);
+// RFC 3339, UTC, milliseconds: the same text the database's rfc3339() produces.
+std::string FormatTimestamp(Timestamp t);
+
+struct Charge {
+  std::string id;  // uuid
+  std::string merchant_id;
+  std::string idempotency_key;
+  Fingerprint fingerprint{};
+  std::string order_id;
+  std::int64_t amount = 0;
+  std::string currency;
+  std::string payment_method;  // acquirer token: never logged
+  std::optional<std::string> description;
+  ChargeStatus status = ChargeStatus::kPending;
+  std::optional<std::string> acquirer_capture_id;
+  std::optional<std::string> decline_code;
+  std::optional<std::string> failure_reason;
+  std::optional<std::string> owner_id;
+  std::chrono::milliseconds lease_remaining{0};  // 0 when there is no live lease
+  std::optional<int> response_status;            // the first response, stored for replay
+  std::optional<std::string> response_body;
+  int last_sequence = 0;
+  int attempt_count = 0;
+  std::string traceparent;
+  Timestamp created_at{};
+  Timestamp updated_at{};
+
+  std::string public_id() const { return PublicChargeId(id); }
+};
+
+}  // namespace charge_outbox::charges

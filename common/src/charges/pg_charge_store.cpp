@@ -1,0 +1,322 @@
+// PgChargeStore: the SQL of the charge flow. Each operation is one statement (data-modifying CTEs), so
+// one round trip and one implicit transaction: the intent and its event, or a state change and its
+// event, commit together or not at all.
+#include <pqxx/pqxx>
+
+#include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/util/sha256.hpp"
+#include "charge_outbox/util/time.hpp"
+#include "db/db_errors.hpp"
+#include "db/pg_pool.hpp"
+
+namespace charge_outbox::charges {
+namespace {
+
+namespace asio = boost::asio;
+using db::DbResult;
+
+// Every read of a charge returns these columns, in this order (see ReadCharge).
+#define CHARGE_COLUMNS                                                                                         \
+  "c.id::text, c.merchant_id::text, c.idempotency_key, encode(c.request_fingerprint, 'hex'), c.order_id, "    \
+  "c.amount, c.currency, c.payment_method, c.description, c.status::text, c.acquirer_capture_id, "            \
+  "c.decline_code, c.failure_reason, c.owner_id, "                                                           \
+  "COALESCE(GREATEST(0, ceil(extract(epoch FROM c.lease_expires_at - now()) * 1000)), 0)::bigint, "          \
+  "c.response_status, convert_from(c.response_body, 'UTF8'), c.last_sequence, c.attempt_count, "            \
+  "COALESCE(c.traceparent, ''), (extract(epoch FROM c.created_at) * 1000000)::bigint, "                     \
+  "(extract(epoch FROM c.updated_at) * 1000000)::bigint"
+
+constexpr const char* kAuthenticate = "charge_authenticate";
+constexpr const char* kBegin = "charge_begin";
+constexpr const char* kReadByKey = "charge_read_by_key";
+constexpr const char* kReadById = "charge_read_by_id";
+constexpr const char* kTakeOver = "charge_take_over";
+constexpr const char* kStartAttempt = "charge_start_attempt";
+constexpr const char* kFinishAttempt = "charge_finish_attempt";
+constexpr const char* kComplete = "charge_complete";
+constexpr const char* kRelease = "charge_release";
+constexpr const char* kCountPending = "charge_count_pending";
+
+// The finishing of an attempt, folded into another statement: a no-op when $N is NULL.
+#define FINISH_ATTEMPT(charge, no, at, outcome, evidence, status)                                             \
+  "UPDATE acquirer_attempts SET finished_at = to_timestamp(" at "::bigint / 1000000.0), outcome = " outcome   \
+  ", evidence = " evidence "::evidence_class, http_status = " status "::smallint "                           \
+  "WHERE charge_id = " charge " AND attempt_no = " no "::integer"
+
+const std::pair<const char*, const char*> kStatements[] = {
+    {kAuthenticate,
+     "SELECT merchant_id::text FROM api_keys WHERE key_hash = decode($1, 'hex') AND revoked_at IS NULL"},
+    {kBegin,
+     "WITH ins AS ("
+     "  INSERT INTO charges (id, merchant_id, idempotency_key, request_fingerprint, order_id, amount, currency,"
+     "                       payment_method, description, owner_id, lease_expires_at, last_sequence,"
+     "                       attempt_count, traceparent)"
+     "  VALUES (gen_random_uuid(), $1, $2, decode($3, 'hex'), $4, $5, $6, $7, $8, $9,"
+     "          now() + $10::bigint * interval '1 millisecond', 1, 1, $11)"
+     "  ON CONFLICT (merchant_id, idempotency_key) DO NOTHING"
+     "  RETURNING *"
+     "), event AS ("
+     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)"
+     "  SELECT gen_random_uuid(), charge_public_id(ins.id), 'payments.charge.initiated.v1',"
+     "         charge_event_payload(ROW(ins.*)::charges), 1, outbox_shard(ins.id), ins.traceparent, ins.created_at"
+     "  FROM ins"
+     "), attempt AS ("
+     "  INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)"
+     "  SELECT ins.id, 1, $12, $13, $14, to_timestamp($15::bigint / 1000000.0) FROM ins"
+     ") SELECT " CHARGE_COLUMNS " FROM ins c"},
+    {kReadByKey, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.merchant_id = $1 AND c.idempotency_key = $2"},
+    {kReadById, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.merchant_id = $1 AND c.id = $2"},
+    {kTakeOver,
+     "UPDATE charges c SET owner_id = $2, lease_expires_at = now() + $3::bigint * interval '1 millisecond'"
+     " WHERE c.id = $1 AND c.status = 'pending' AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())"
+     " RETURNING " CHARGE_COLUMNS},
+    {kStartAttempt,
+     "WITH c AS (UPDATE charges SET attempt_count = attempt_count + 1 WHERE id = $1 RETURNING id, attempt_count)"
+     " INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)"
+     " SELECT c.id, c.attempt_count, $2, $3, $4, to_timestamp($5::bigint / 1000000.0) FROM c RETURNING attempt_no"},
+    {kFinishAttempt, FINISH_ATTEMPT("$1", "$2", "$3", "$4", "$5", "$6")},
+    {kComplete,
+     "WITH upd AS ("
+     "  UPDATE charges SET status = $2::charge_status, acquirer_capture_id = COALESCE($3, acquirer_capture_id),"
+     "    decline_code = $4, failure_reason = $5, updated_at = to_timestamp($6::bigint / 1000000.0),"
+     "    response_status = $7::smallint, response_body = convert_to($8, 'UTF8'),"
+     "    last_sequence = last_sequence + 1, owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL"
+     "  WHERE id = $1 AND status = 'pending'"
+     "  RETURNING *"
+     "), event AS ("
+     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent)"
+     "  SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.' || upd.status || '.v1',"
+     "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), $9"
+     "  FROM upd"
+     "), attempt AS (" FINISH_ATTEMPT("$1", "$10", "$11", "$12", "$13", "$14") ")"
+     " SELECT true, " CHARGE_COLUMNS " FROM upd c"
+     " UNION ALL"
+     " SELECT false, " CHARGE_COLUMNS " FROM charges c WHERE c.id = $1 AND NOT EXISTS (SELECT 1 FROM upd)"},
+    {kRelease,
+     "WITH rel AS ("
+     "  UPDATE charges SET owner_id = NULL, lease_expires_at = NULL"
+     "  WHERE id = $1 AND owner_id = $2 AND status = 'pending'"
+     "), attempt AS (" FINISH_ATTEMPT("$1", "$3", "$4", "$5", "$6", "$7") ")"
+     " SELECT 1"},
+    {kCountPending,
+     "SELECT count(*) FROM charges WHERE status = 'pending'"
+     " AND created_at < now() - $1::bigint * interval '1 millisecond'"},
+};
+
+// pqxx 6 prepares lazily and accepts a re-declaration with the same text, so declaring on every use is
+// cheap and survives reconnects.
+void Prepare(pqxx::connection& conn) {
+  for (const auto& [name, sql] : kStatements) conn.prepare(name, sql);
+}
+
+const char* Nullable(const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; }
+
+std::optional<std::string> OptionalText(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<std::string>();
+}
+
+Fingerprint FromHex(const std::string& hex) {
+  Fingerprint out{};
+  for (std::size_t i = 0; i < out.size() && 2 * i + 1 < hex.size(); ++i) {
+    out[i] = static_cast<std::uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  return out;
+}
+
+Charge ReadCharge(const pqxx::row& row, pqxx::row::size_type first = 0) {
+  auto f = [&](pqxx::row::size_type i) { return row[first + i]; };
+  Charge c;
+  c.id = f(0).as<std::string>();
+  c.merchant_id = f(1).as<std::string>();
+  c.idempotency_key = f(2).as<std::string>();
+  c.fingerprint = FromHex(f(3).as<std::string>());
+  c.order_id = f(4).as<std::string>();
+  c.amount = f(5).as<std::int64_t>();
+  c.currency = f(6).as<std::string>();
+  c.payment_method = f(7).as<std::string>();
+  c.description = OptionalText(f(8));
+  c.status = ParseChargeStatus(f(9).as<std::string>()).value_or(ChargeStatus::kNeedsReview);
+  c.acquirer_capture_id = OptionalText(f(10));
+  c.decline_code = OptionalText(f(11));
+  c.failure_reason = OptionalText(f(12));
+  c.owner_id = OptionalText(f(13));
+  c.lease_remaining = std::chrono::milliseconds{f(14).as<std::int64_t>()};
+  if (!f(15).is_null()) c.response_status = f(15).as<int>();
+  c.response_body = OptionalText(f(16));
+  c.last_sequence = f(17).as<int>();
+  c.attempt_count = f(18).as<int>();
+  c.traceparent = f(19).as<std::string>();
+  c.created_at = util::FromUnixMicros(f(20).as<std::int64_t>());
+  c.updated_at = util::FromUnixMicros(f(21).as<std::int64_t>());
+  return c;
+}
+
+// The attempt-finishing parameters of kComplete/kRelease, all NULL when there is no attempt.
+struct FinishParams {
+  std::optional<std::string> attempt_no, finished_at, outcome, evidence, http_status;
+};
+
+FinishParams ToParams(const std::optional<AttemptFinish>& a) {
+  if (!a) return {};
+  return {std::to_string(a->attempt_no), std::to_string(util::ToUnixMicros(a->finished_at)),
+          std::string(acquirer::ToString(a->outcome)), std::string(acquirer::ToString(a->evidence)),
+          a->http_status ? std::optional(std::to_string(*a->http_status)) : std::nullopt};
+}
+
+// Runs `job` on the pool and converts whatever it throws into a DbError.
+template <typename T, typename Job>
+asio::awaitable<DbResult<T>> RunJob(db::PgPool& pool, Job job) {
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await pool.Run([&](pqxx::connection& conn) {
+        Prepare(conn);
+        job(conn);
+      });
+      co_return DbResult<T>{};
+    } else {
+      co_return co_await pool.Run([&](pqxx::connection& conn) {
+        Prepare(conn);
+        return job(conn);
+      });
+    }
+  } catch (...) {
+    co_return db::CurrentDbError();
+  }
+}
+
+class PgChargeStore final : public ChargeStore {
+ public:
+  explicit PgChargeStore(db::Database& database) : pool_(database.pool()) {}
+
+  asio::awaitable<DbResult<std::optional<Merchant>>> Authenticate(const std::string& api_key) override {
+    const auto hash = HashApiKey(api_key);
+    const auto hex = util::ToHex(hash.data(), hash.size());
+    co_return co_await RunJob<std::optional<Merchant>>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      const auto r = tx.exec_prepared(kAuthenticate, hex);
+      return r.empty() ? std::nullopt : std::optional<Merchant>(Merchant{r[0][0].as<std::string>()});
+    });
+  }
+
+  asio::awaitable<DbResult<BeginResult>> Begin(const NewCharge& n, const Lease& lease,
+                                              const AttemptStart& first) override {
+    co_return co_await RunJob<BeginResult>(pool_, [&](pqxx::connection& conn) {
+      const auto fingerprint = util::ToHex(n.fingerprint.data(), n.fingerprint.size());
+      try {
+        // One statement in autocommit: atomic, and one round trip.
+        pqxx::nontransaction tx(conn);
+        const auto r = tx.exec_prepared(kBegin, n.merchant_id, n.idempotency_key, fingerprint, n.order_id, n.amount,
+                                        n.currency, n.payment_method, Nullable(n.description), lease.owner_id,
+                                        static_cast<std::int64_t>(lease.duration.count()), n.traceparent,
+                                        first.request_id, std::string(acquirer::ToString(first.operation)),
+                                        first.actor, util::ToUnixMicros(first.started_at));
+        if (!r.empty()) return BeginResult{BeginOutcome::kCreated, ReadCharge(r[0]), 1};
+      } catch (const pqxx::broken_connection& e) {
+        // The connection died with the statement sent: it may have committed. Never assume either way;
+        // the caller calls Begin again with the same lease owner, which inserts or finds its own row.
+        throw pqxx::in_doubt_error(std::string("connection lost during the intent insert: ") + e.what());
+      }
+      // The key exists. ON CONFLICT waited for its inserter to commit, so the row is there to read.
+      for (int tries = 0; tries < 3; ++tries) {
+        pqxx::nontransaction tx(conn);
+        const auto existing = tx.exec_prepared(kReadByKey, n.merchant_id, n.idempotency_key);
+        if (existing.empty()) break;
+        auto charge = ReadCharge(existing[0]);
+        if (charge.fingerprint != n.fingerprint) return BeginResult{BeginOutcome::kFingerprintMismatch, charge, 0};
+        if (IsTerminal(charge.status)) return BeginResult{BeginOutcome::kFinished, charge, 0};
+        // Our own insert, whose outcome we did not learn (the connection died during it) and the caller
+        // retried: owners are unique per request, so this is ours.
+        if (charge.owner_id == lease.owner_id) return BeginResult{BeginOutcome::kCreated, charge, 1};
+        if (charge.lease_remaining.count() > 0) return BeginResult{BeginOutcome::kInFlight, charge, 0};
+        const auto taken = tx.exec_prepared(kTakeOver, charge.id, lease.owner_id,
+                                            static_cast<std::int64_t>(lease.duration.count()));
+        if (!taken.empty()) return BeginResult{BeginOutcome::kTakenOver, ReadCharge(taken[0]), 0};
+        // Someone else took it over or resolved it between our read and our update: look again.
+      }
+      throw std::runtime_error("charge for an existing idempotency key could not be read back");
+    });
+  }
+
+  asio::awaitable<DbResult<int>> StartAttempt(const std::string& charge_id, const AttemptStart& a) override {
+    co_return co_await RunJob<int>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      return tx.exec_prepared(kStartAttempt, charge_id, a.request_id, std::string(acquirer::ToString(a.operation)),
+                              a.actor, util::ToUnixMicros(a.started_at))[0][0]
+          .as<int>();
+    });
+  }
+
+  asio::awaitable<DbResult<void>> FinishAttempt(const std::string& charge_id, const AttemptFinish& a) override {
+    const auto p = ToParams(a);
+    co_return co_await RunJob<void>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      tx.exec_prepared(kFinishAttempt, charge_id, Nullable(p.attempt_no), Nullable(p.finished_at),
+                       Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
+    });
+  }
+
+  asio::awaitable<DbResult<CompleteResult>> Complete(const std::string& charge_id, const Transition& t,
+                                                     const std::optional<AttemptFinish>& attempt) override {
+    const auto p = ToParams(attempt);
+    const std::optional<std::string> response_status =
+        t.response_status ? std::optional(std::to_string(*t.response_status)) : std::nullopt;
+    co_return co_await RunJob<CompleteResult>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      const auto r = tx.exec_prepared(
+          kComplete, charge_id, std::string(ToString(t.to)), Nullable(t.acquirer_capture_id), Nullable(t.decline_code),
+          Nullable(t.failure_reason), util::ToUnixMicros(t.at), Nullable(response_status), Nullable(t.response_body),
+          t.traceparent, Nullable(p.attempt_no), Nullable(p.finished_at), Nullable(p.outcome), Nullable(p.evidence),
+          Nullable(p.http_status));
+      if (r.empty()) throw std::runtime_error("no charge " + charge_id + " to complete");
+      return CompleteResult{r[0][0].as<bool>(), ReadCharge(r[0], 1)};
+    });
+  }
+
+  asio::awaitable<DbResult<void>> Release(const std::string& charge_id, const std::string& owner_id,
+                                          const std::optional<AttemptFinish>& attempt) override {
+    const auto p = ToParams(attempt);
+    co_return co_await RunJob<void>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      tx.exec_prepared(kRelease, charge_id, owner_id, Nullable(p.attempt_no), Nullable(p.finished_at),
+                       Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
+    });
+  }
+
+  asio::awaitable<DbResult<std::optional<Charge>>> FindById(const std::string& merchant_id,
+                                                            const std::string& charge_id) override {
+    co_return co_await RunJob<std::optional<Charge>>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      const auto r = tx.exec_prepared(kReadById, merchant_id, charge_id);
+      return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
+    });
+  }
+
+  asio::awaitable<DbResult<std::optional<Charge>>> FindByKey(const std::string& merchant_id,
+                                                             const std::string& idempotency_key) override {
+    co_return co_await RunJob<std::optional<Charge>>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      const auto r = tx.exec_prepared(kReadByKey, merchant_id, idempotency_key);
+      return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
+    });
+  }
+
+  asio::awaitable<DbResult<std::int64_t>> CountPendingOlderThan(std::chrono::milliseconds older_than) override {
+    co_return co_await RunJob<std::int64_t>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      return tx.exec_prepared(kCountPending, static_cast<std::int64_t>(older_than.count()))[0][0].as<std::int64_t>();
+    });
+  }
+
+ private:
+  db::PgPool& pool_;
+};
+
+}  // namespace
+
+Fingerprint HashApiKey(const std::string& api_key) { return util::Sha256(api_key); }
+
+std::unique_ptr<ChargeStore> MakePgChargeStore(db::Database& database) {
+  return std::make_unique<PgChargeStore>(database);
+}
+
+}  // namespace charge_outbox::charges

@@ -1,0 +1,31 @@
+#include "charge_outbox/db/database.hpp"
+
+#include <stdexcept>
+
+#include "db/pg_pool.hpp"
+
+namespace charge_outbox::db {
+
+std::string_view ToString(DbErrc code) {
+  switch (code) {
+    case DbErrc::kUnavailable: return "unavailable";
+    case DbErrc::kOverloaded: return "overloaded";
+    case DbErrc::kInDoubt: return "in_doubt";
+    case DbErrc::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+void throw_exception_from_error(const DbError& error, const boost::source_location& location) {
+  throw std::runtime_error("database " + std::string(ToString(error.code)) + " at " + location.to_string() + ": " +
+                           error.detail);
+}
+
+Database::Database(std::string url, DatabaseOptions options)
+    : pool_(std::make_unique<PgPool>(std::move(url), PgPoolOptions{.connections = options.connections,
+                                                                   .max_queued = options.max_queued,
+                                                                   .application_name = options.application_name})) {}
+
+Database::~Database() = default;
+
+}  // namespace charge_outbox::db
