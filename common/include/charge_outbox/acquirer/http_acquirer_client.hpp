@@ -1,0 +1,81 @@
+// HttpAcquirerClient: the AcquirerClient over HTTP/1.1 (Boost.Beast), plain for acquirer-sim and TLS
+// with certificate verification for real acquirers, with a bounded pool of keep-alive connections and
+// a deadline per call. Its configuration, and LoadAcquirerClientConfig to read it from a daemon's config.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "charge_outbox/acquirer/acquirer_client.hpp"
+#include "charge_outbox/acquirer/model.hpp"
+#include "charge_outbox/acquirer/retry_policy.hpp"
+
+namespace charge_outbox::config {
+class ConfigReader;
+}
+
+namespace charge_outbox::acquirer {
+
+struct AcquirerClientConfig {
+  std::string base_url;  // http://host:port or https://host[:port][/prefix]
+  std::string api_key;   // sent as "Authorization: Bearer ..."; a secret, never logged
+  std::chrono::milliseconds connect_timeout{2000};   // TCP connect plus TLS handshake
+  std::chrono::milliseconds request_timeout{10000};  // the whole call: pool wait, connect, write, read
+  std::size_t max_connections = 16;                  // open connections at most (busy plus idle)
+  std::chrono::milliseconds idle_timeout{30000};     // a keep-alive connection idle longer is closed
+  std::size_t max_response_bytes = 1024 * 1024;      // a larger response is malformed (unknown)
+  bool tls_verify = true;    // verify the acquirer's certificate and host name (https only)
+  std::string tls_ca_file;   // PEM bundle to trust instead of the system's; empty: system default paths
+  int list_page_limit = 100; // page size for ListByWindow callers that take it from config
+  RetryPolicyOptions retry;
+};
+
+// Reads `acquirer.*`:
+//   acquirer.url (required), acquirer.api_key (secret: env ACQUIRER_API_KEY only),
+//   acquirer.connect_timeout (2s), acquirer.request_timeout (10s), acquirer.pool.max_connections (16),
+//   acquirer.pool.idle_timeout (30s), acquirer.max_response_bytes (1048576), acquirer.tls.verify (true),
+//   acquirer.tls.ca_file (""), acquirer.list.page_limit (100), acquirer.retry.max_attempts (4),
+//   acquirer.retry.base_delay (1s), acquirer.retry.max_delay (8s), acquirer.retry.total_budget (15s).
+// Throws config::ConfigError naming the key.
+AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader);
+
+// Thread-safe: calls may come from any thread or executor, concurrently; the client serialises its own
+// bookkeeping and I/O on an internal strand of the executor given at construction, and each call
+// resumes on the caller's executor. Calls in flight keep the client's internals alive, so destroying
+// the client while a call is pending is safe (that call still completes). Never retries on its own: a
+// retry is a new attempt the caller must be able to record.
+class HttpAcquirerClient final : public AcquirerClient {
+ public:
+  // Throws config::ConfigError for an unusable base URL or CA file (start-up only).
+  HttpAcquirerClient(boost::asio::any_io_executor executor, AcquirerClientConfig config);
+  ~HttpAcquirerClient() override;
+  HttpAcquirerClient(const HttpAcquirerClient&) = delete;
+  HttpAcquirerClient& operator=(const HttpAcquirerClient&) = delete;
+
+  boost::asio::awaitable<AttemptOutcome> Capture(CaptureRequest request, std::string request_id) override;
+  boost::asio::awaitable<AttemptOutcome> LookupByKey(LookupRequest request, std::string request_id) override;
+  boost::asio::awaitable<AttemptOutcome> Void(VoidRequest request, std::string request_id) override;
+  boost::asio::awaitable<AttemptOutcome> ListPage(ListWindow window, std::optional<std::string> page_token,
+                                                  std::string request_id) override;
+
+  // Counters for tests and metrics.
+  struct PoolStats {
+    std::uint64_t connections_opened = 0;
+    std::uint64_t stale_discarded = 0;  // idle connections found closed (or too old) before reuse
+    std::size_t open = 0;               // busy plus idle, now
+    std::size_t idle = 0;
+  };
+  boost::asio::awaitable<PoolStats> Stats();
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace charge_outbox::acquirer

@@ -1,0 +1,158 @@
+// Retry policy for acquirer calls: exponential backoff with full jitter, a cap, a maximum number of
+// attempts and a total time budget, honouring Retry-After; and RunWithRetries, which runs one
+// operation under a policy and returns every attempt so the caller can record each one.
+//
+// Only transient outcomes are retried (Retryability::kTransient: not sent, unknown with the same key,
+// 429, 503, 409 in flight). A decline, a confirmed answer or a contract error is never retried. Every
+// retry repeats the same operation, so the idempotency key never changes; each attempt gets a fresh
+// request id.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "charge_outbox/acquirer/model.hpp"
+
+namespace charge_outbox::acquirer {
+
+struct RetryPolicyOptions {
+  int max_attempts = 4;                             // attempts in all, the first one included
+  std::chrono::milliseconds base_delay{1000};       // ceiling of the first backoff (seed 004: 1, 2, 4 s)
+  std::chrono::milliseconds max_delay{8000};        // cap on the backoff ceiling
+  std::chrono::milliseconds total_budget{15000};    // no attempt starts this long after the first one did
+};
+
+// Uniform numbers in [0, 1), injectable so backoff is deterministic in tests.
+class RandomSource {
+ public:
+  virtual ~RandomSource() = default;
+  virtual double NextUnit() = 0;
+};
+
+// Thread-safe (one mutex); the seed is kept so a test can print it.
+class Mt19937RandomSource final : public RandomSource {
+ public:
+  Mt19937RandomSource();  // seeded from std::random_device
+  explicit Mt19937RandomSource(std::uint64_t seed);
+  double NextUnit() override;
+  std::uint64_t seed() const { return seed_; }
+
+ private:
+  std::uint64_t seed_;
+  std::mutex mutex_;
+  std::mt19937_64 engine_;
+};
+
+// Time for the retry loop: a monotonic clock for the budget, the wall clock for the attempt records,
+// and sleeping between attempts. Injected so tests run a whole schedule without waiting.
+class RetryClock {
+ public:
+  virtual ~RetryClock() = default;
+  virtual std::chrono::steady_clock::time_point SteadyNow() = 0;
+  virtual std::chrono::system_clock::time_point WallNow() = 0;
+  virtual boost::asio::awaitable<void> SleepFor(std::chrono::milliseconds delay) = 0;
+};
+
+// The real clocks; sleeps on an Asio timer of the awaiting coroutine's executor. Stateless, thread-safe.
+class AsioSteadyClock final : public RetryClock {
+ public:
+  std::chrono::steady_clock::time_point SteadyNow() override;
+  std::chrono::system_clock::time_point WallNow() override;
+  boost::asio::awaitable<void> SleepFor(std::chrono::milliseconds delay) override;
+};
+
+enum class RetryVerdict {
+  kRetry,
+  kStopAnswered,               // a definitive answer (approved, declined, found, not found, voided, a page)
+  kStopNotRetryable,           // a contract error or a mismatch: stop until someone fixes it
+  kStopAttemptsExhausted,      // max_attempts made
+  kStopBudgetExhausted,        // the next backoff would start past the budget
+  kStopRetryAfterBeyondBudget, // the acquirer asked us to wait longer than the budget has left
+};
+
+struct RetryDecision {
+  RetryVerdict verdict = RetryVerdict::kStopAnswered;
+  std::chrono::milliseconds delay{0};  // how long to wait before the next attempt; kRetry only
+};
+
+// Immutable after construction; thread-safe when its RandomSource is.
+class RetryPolicy {
+ public:
+  // Throws std::invalid_argument on nonsensical options (start-up only).
+  RetryPolicy(RetryPolicyOptions options, std::shared_ptr<RandomSource> random);
+
+  // What to do after attempt number `attempts_made` (1-based) produced `outcome`, `elapsed` after the
+  // first attempt started. Backoff before retry n (n = attempts_made - 1, from 0) is uniform in
+  // [0, min(max_delay, base_delay * 2^n)); a Retry-After raises the delay to at least its value. The
+  // budget bounds when an attempt may start, not when it ends: an attempt in flight is never cut short,
+  // because cutting it short only turns answers into unknowns.
+  RetryDecision Decide(const AttemptOutcome& outcome, int attempts_made, std::chrono::milliseconds elapsed) const;
+
+  // min(max_delay, base_delay * 2^retry_index), saturating.
+  std::chrono::milliseconds BackoffCeiling(int retry_index) const;
+
+  const RetryPolicyOptions& options() const { return options_; }
+
+ private:
+  RetryPolicyOptions options_;
+  std::shared_ptr<RandomSource> random_;
+};
+
+// Handed to each attempt.
+struct AttemptContext {
+  int attempt_no = 1;      // 1-based
+  std::string request_id;  // fresh per attempt (a UUID): the X-Request-Id header and the attempts row
+};
+
+struct AttemptRecord {
+  int attempt_no = 1;
+  std::string request_id;
+  std::chrono::system_clock::time_point started_at;
+  std::chrono::system_clock::time_point finished_at;
+  AttemptOutcome outcome;
+};
+
+// Hooks around each attempt. A caller that records attempts durably inserts the row in
+// OnAttemptStarted (before any byte is sent), so a crash mid-call still leaves the attempt on record,
+// and completes it in OnAttemptFinished.
+class AttemptObserver {
+ public:
+  virtual ~AttemptObserver() = default;
+  virtual boost::asio::awaitable<void> OnAttemptStarted(const AttemptContext& attempt,
+                                                        std::chrono::system_clock::time_point started_at) = 0;
+  virtual boost::asio::awaitable<void> OnAttemptFinished(const AttemptRecord& record) = 0;
+};
+
+struct RetryRun {
+  std::vector<AttemptRecord> attempts;  // never empty after RunWithRetries
+  RetryVerdict stop = RetryVerdict::kStopAnswered;
+
+  const AttemptOutcome& last() const { return attempts.back().outcome; }
+
+  // What the whole run proves. With one idempotency key an explicit answer (approved, declined) covers
+  // every earlier attempt; otherwise a single unknown attempt makes the run unknown, and the run is
+  // not_sent only if every attempt was.
+  EvidenceClass evidence() const;
+};
+
+using AttemptFunction = std::function<boost::asio::awaitable<AttemptOutcome>(AttemptContext attempt)>;
+
+// Runs `attempt` until the policy stops, sleeping on `clock` between attempts. `observer` may be null.
+boost::asio::awaitable<RetryRun> RunWithRetries(const RetryPolicy& policy, RetryClock& clock, AttemptFunction attempt,
+                                                AttemptObserver* observer = nullptr);
+
+// A fresh random UUID (version 4), lower-case with dashes: the request id of one attempt.
+std::string NewRequestId();
+
+std::string_view ToString(RetryVerdict verdict);
+
+}  // namespace charge_outbox::acquirer

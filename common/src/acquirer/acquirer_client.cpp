@@ -1,0 +1,63 @@
+#include "charge_outbox/acquirer/acquirer_client.hpp"
+
+#include <set>
+
+namespace charge_outbox::acquirer {
+
+namespace asio = boost::asio;
+
+// The lambdas below are not coroutines: each call copies its arguments into the client's coroutine
+// frame at once, so nothing refers to the lambda after it returns.
+
+asio::awaitable<RetryRun> CaptureWithRetries(AcquirerClient& client, CaptureRequest request, const RetryPolicy& policy,
+                                             RetryClock& clock, AttemptObserver* observer) {
+  co_return co_await RunWithRetries(
+      policy, clock, [&client, &request](AttemptContext attempt) { return client.Capture(request, attempt.request_id); },
+      observer);
+}
+
+asio::awaitable<RetryRun> LookupWithRetries(AcquirerClient& client, LookupRequest request, const RetryPolicy& policy,
+                                            RetryClock& clock, AttemptObserver* observer) {
+  co_return co_await RunWithRetries(
+      policy, clock,
+      [&client, &request](AttemptContext attempt) { return client.LookupByKey(request, attempt.request_id); },
+      observer);
+}
+
+asio::awaitable<RetryRun> VoidWithRetries(AcquirerClient& client, VoidRequest request, const RetryPolicy& policy,
+                                          RetryClock& clock, AttemptObserver* observer) {
+  co_return co_await RunWithRetries(
+      policy, clock, [&client, &request](AttemptContext attempt) { return client.Void(request, attempt.request_id); },
+      observer);
+}
+
+asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow window, const RetryPolicy& policy,
+                                         RetryClock& clock) {
+  ListResult result;
+  std::optional<std::string> token;
+  std::set<std::string> seen_tokens;
+  for (;;) {
+    auto run = co_await RunWithRetries(policy, clock, [&client, &window, &token](AttemptContext attempt) {
+      return client.ListPage(window, token, attempt.request_id);
+    });
+    auto& outcome = run.attempts.back().outcome;
+    if (outcome.kind != OutcomeKind::kPage) {
+      result.end = ListEnd::kPageFailed;
+      result.failed_page = std::move(run);
+      co_return result;
+    }
+    ++result.pages;
+    for (auto& capture : outcome.page) result.captures.push_back(std::move(capture));
+    if (!outcome.next_page_token.has_value()) {
+      result.end = ListEnd::kComplete;
+      co_return result;
+    }
+    if (!seen_tokens.insert(*outcome.next_page_token).second) {
+      result.end = ListEnd::kTokenRepeated;
+      co_return result;
+    }
+    token = std::move(outcome.next_page_token);
+  }
+}
+
+}  // namespace charge_outbox::acquirer

@@ -1,0 +1,42 @@
+#include "charge_outbox/acquirer/http_acquirer_client.hpp"
+#include "charge_outbox/config/config.hpp"
+#include "origin.hpp"
+
+namespace charge_outbox::acquirer {
+
+using std::chrono::milliseconds;
+
+AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader) {
+  AcquirerClientConfig c;
+  c.base_url = reader.String("acquirer.url");
+  const auto origin = detail::ParseOrigin(c.base_url);
+  c.api_key = reader.Secret("acquirer.api_key");
+  c.connect_timeout = reader.Duration("acquirer.connect_timeout", milliseconds{2000}, milliseconds{1},
+                                      std::chrono::minutes{5});
+  c.request_timeout = reader.Duration("acquirer.request_timeout", milliseconds{10000}, milliseconds{1},
+                                      std::chrono::minutes{10});
+  c.max_connections = static_cast<std::size_t>(reader.Integer("acquirer.pool.max_connections", 16, 1, 4096));
+  c.idle_timeout = reader.Duration("acquirer.pool.idle_timeout", milliseconds{30000}, milliseconds{0},
+                                   std::chrono::hours{1});
+  c.max_response_bytes =
+      static_cast<std::size_t>(reader.Integer("acquirer.max_response_bytes", 1024 * 1024, 1024, 64 * 1024 * 1024));
+  c.tls_verify = reader.Boolean("acquirer.tls.verify", true);
+  c.tls_ca_file = reader.String("acquirer.tls.ca_file", "");
+  if (!origin.tls && !c.tls_ca_file.empty()) {
+    throw config::ConfigError("acquirer.tls.ca_file", "is set but acquirer.url is http://; use https:// or drop it");
+  }
+  c.list_page_limit = static_cast<int>(reader.Integer("acquirer.list.page_limit", 100, 1, 1000));
+  c.retry.max_attempts = static_cast<int>(reader.Integer("acquirer.retry.max_attempts", 4, 1, 100));
+  c.retry.base_delay = reader.Duration("acquirer.retry.base_delay", milliseconds{1000}, milliseconds{0},
+                                       std::chrono::minutes{10});
+  c.retry.max_delay = reader.Duration("acquirer.retry.max_delay", milliseconds{8000}, milliseconds{0},
+                                      std::chrono::hours{1});
+  if (c.retry.max_delay < c.retry.base_delay) {
+    throw config::ConfigError("acquirer.retry.max_delay", "must not be shorter than acquirer.retry.base_delay");
+  }
+  c.retry.total_budget = reader.Duration("acquirer.retry.total_budget", milliseconds{15000}, milliseconds{0},
+                                         std::chrono::hours{24});
+  return c;
+}
+
+}  // namespace charge_outbox::acquirer

@@ -1,0 +1,110 @@
+// LoadAcquirerClientConfig: defaults, overrides, the secret from the environment only, and errors
+// that name the key.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "charge_outbox/acquirer/http_acquirer_client.hpp"
+#include "charge_outbox/config/config.hpp"
+
+namespace charge_outbox::acquirer {
+namespace {
+
+using config::ConfigError;
+using config::ConfigReader;
+using std::chrono::milliseconds;
+
+config::EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::string KeyOfError(const std::string& yaml, std::map<std::string, std::string> env) {
+  auto reader = ConfigReader::FromString(yaml, Env(std::move(env)));
+  try {
+    LoadAcquirerClientConfig(reader);
+  } catch (const ConfigError& e) {
+    return e.key();
+  }
+  return "(no error)";
+}
+
+TEST(LoadAcquirerClientConfig, DefaultsWithOnlyUrlAndKey) {
+  auto reader = ConfigReader::FromString("acquirer:\n  url: http://127.0.0.1:8081\n",
+                                         Env({{"ACQUIRER_API_KEY", "sk_test_1"}}));
+  const auto c = LoadAcquirerClientConfig(reader);
+  EXPECT_EQ(c.base_url, "http://127.0.0.1:8081");
+  EXPECT_EQ(c.api_key, "sk_test_1");
+  EXPECT_EQ(c.connect_timeout, milliseconds{2000});
+  EXPECT_EQ(c.request_timeout, milliseconds{10000});
+  EXPECT_EQ(c.max_connections, 16u);
+  EXPECT_TRUE(c.tls_verify);
+  EXPECT_EQ(c.retry.max_attempts, 4);
+  EXPECT_EQ(c.retry.base_delay, milliseconds{1000});
+  EXPECT_EQ(c.retry.max_delay, milliseconds{8000});
+  EXPECT_EQ(c.retry.total_budget, milliseconds{15000});
+  EXPECT_NO_THROW(reader.RejectUnknownKeys());
+}
+
+TEST(LoadAcquirerClientConfig, EveryKnobIsReadable) {
+  auto reader = ConfigReader::FromString(R"(
+acquirer:
+  url: https://acquirer.example.com/api/
+  connect_timeout: 500ms
+  request_timeout: 3s
+  pool:
+    max_connections: 4
+    idle_timeout: 5s
+  max_response_bytes: 65536
+  tls:
+    verify: true
+    ca_file: /etc/ssl/acquirer.pem
+  list:
+    page_limit: 50
+  retry:
+    max_attempts: 6
+    base_delay: 200ms
+    max_delay: 2s
+    total_budget: 20s
+)", Env({{"ACQUIRER_API_KEY", "sk_live_x"}, {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"}}));
+  const auto c = LoadAcquirerClientConfig(reader);
+  EXPECT_EQ(c.connect_timeout, milliseconds{500});
+  EXPECT_EQ(c.request_timeout, milliseconds{3000});
+  EXPECT_EQ(c.max_connections, 4u);
+  EXPECT_EQ(c.idle_timeout, milliseconds{5000});
+  EXPECT_EQ(c.max_response_bytes, 65536u);
+  EXPECT_EQ(c.tls_ca_file, "/etc/ssl/acquirer.pem");
+  EXPECT_EQ(c.list_page_limit, 50);
+  EXPECT_EQ(c.retry.max_attempts, 2);  // the environment wins
+  EXPECT_EQ(c.retry.base_delay, milliseconds{200});
+  EXPECT_EQ(c.retry.max_delay, milliseconds{2000});
+  EXPECT_EQ(c.retry.total_budget, milliseconds{20000});
+  EXPECT_NO_THROW(reader.RejectUnknownKeys());
+}
+
+TEST(LoadAcquirerClientConfig, ErrorsNameTheKey) {
+  const std::map<std::string, std::string> key{{"ACQUIRER_API_KEY", "k"}};
+  EXPECT_EQ(KeyOfError("", key), "acquirer.url");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: ftp://x\n", key), "acquirer.url");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: not a url\n", key), "acquirer.url");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://u:p@host\n", key), "acquirer.url");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host/?q=1\n", key), "acquirer.url");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n", {}), "acquirer.api_key");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n  pool:\n    max_connections: 0\n", key),
+            "acquirer.pool.max_connections");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n  retry:\n    base_delay: 5s\n    max_delay: 1s\n", key),
+            "acquirer.retry.max_delay");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n  tls:\n    ca_file: /x.pem\n", key), "acquirer.tls.ca_file");
+}
+
+TEST(LoadAcquirerClientConfig, TheApiKeyIsRefusedInTheFile) {
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n  api_key: sk_live_leaked\n", {{"ACQUIRER_API_KEY", "k"}}),
+            "acquirer.api_key");
+}
+
+}  // namespace
+}  // namespace charge_outbox::acquirer
