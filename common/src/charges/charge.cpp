@@ -48,6 +48,8 @@ std::optional<std::string> UuidFromPublicId(std::string_view public_id) {
   return uuid;
 }
 
+std::string AcquirerIdempotencyKey(const Charge& charge) { return charge.merchant_id + ":" + charge.idempotency_key; }
+
 std::string FormatTimestamp(Timestamp t) { return util::FormatRfc3339(t); }
 
 }  // namespace charge_outbox::charges

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "db/db_errors.hpp"
 #include "db/pg_pool.hpp"
 
 namespace charge_outbox::db {
@@ -27,5 +28,16 @@ Database::Database(std::string url, DatabaseOptions options)
                                                                    .application_name = options.application_name})) {}
 
 Database::~Database() = default;
+
+boost::asio::awaitable<DbResult<int>> Database::SchemaVersion() {
+  try {
+    co_return co_await pool_->Run([](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      return tx.exec1("SELECT COALESCE(max(version), 0) FROM schema_migrations")[0].as<int>();
+    });
+  } catch (...) {
+    co_return CurrentDbError();
+  }
+}
 
 }  // namespace charge_outbox::db

@@ -53,4 +53,8 @@ struct Charge {
   std::string public_id() const { return PublicChargeId(id); }
 };
 
+// The Idempotency-Key the acquirer sees for a charge: the merchant's key scoped by the merchant, so two
+// merchants' equal keys never meet at the acquirer. charge-api and the reconciler both use it.
+std::string AcquirerIdempotencyKey(const Charge& charge);
+
 }  // namespace charge_outbox::charges

@@ -2,6 +2,7 @@
 // every store speaks. No libpqxx type crosses this header.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/system/result.hpp>
 
 #include <cstddef>
@@ -48,6 +49,9 @@ class Database {
   Database& operator=(const Database&) = delete;
 
   PgPool& pool() { return *pool_; }
+
+  // The highest applied migration: what /readyz checks against the build's version.
+  boost::asio::awaitable<DbResult<int>> SchemaVersion();
 
  private:
   std::unique_ptr<PgPool> pool_;

@@ -1,0 +1,130 @@
+#include "api_responses.hpp"
+
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+namespace charge_outbox::charge_api {
+namespace {
+
+namespace json = boost::json;
+using http::Status;
+
+// Problem types are URNs: stable identifiers that promise no web page.
+constexpr const char* kProblemBase = "urn:charge-outbox:problem:";
+
+http::Response Problem(Status status, const char* slug, const char* title, const std::string& detail,
+                       json::object extra = {}) {
+  extra["type"] = std::string(kProblemBase) + slug;
+  return http::ProblemJson(status, title, detail, extra);
+}
+
+void WithRetryAfter(http::Response& r, std::chrono::seconds s) {
+  r.set(boost::beast::http::field::retry_after, std::to_string(std::max<long long>(1, s.count())));
+}
+
+}  // namespace
+
+http::Response ToResponse(const ApiError& e) {
+  switch (e.code) {
+    case ApiErrc::kMissingIdempotencyKey:
+      return Problem(Status::bad_request, "idempotency-key-missing", "Idempotency-Key header is required",
+                     "Send a unique Idempotency-Key (1 to 255 visible ASCII characters) with every POST, and the "
+                     "same key when you retry it.");
+    case ApiErrc::kMalformedIdempotencyKey:
+      return Problem(Status::bad_request, "idempotency-key-malformed", "Idempotency-Key is malformed",
+                     "An Idempotency-Key is 1 to 255 visible ASCII characters (0x21-0x7E).");
+    case ApiErrc::kInvalidField:
+      return Problem(Status::bad_request, "invalid-request", "Invalid request", e.field + " " + e.detail,
+                     {{"field", e.field}});
+    case ApiErrc::kUnauthorized: {
+      auto r = Problem(Status::unauthorized, "unauthorized", "Missing or unknown API key",
+                       "Send Authorization: Bearer <your API key>.");
+      r.set(boost::beast::http::field::www_authenticate, "Bearer");
+      return r;
+    }
+    case ApiErrc::kUnsupportedMediaType:
+      return Problem(Status::unsupported_media_type, "unsupported-media-type", "Unsupported media type",
+                     "Send the body as Content-Type: application/json.");
+    case ApiErrc::kNotFound:
+      return Problem(Status::not_found, "not-found", "Not found", e.detail);
+    case ApiErrc::kMethodNotAllowed:
+      return Problem(Status::method_not_allowed, "method-not-allowed", "Method not allowed", e.detail);
+    case ApiErrc::kIdempotencyKeyReused:
+      return Problem(Status::unprocessable_entity, "idempotency-key-reused",
+                     "Idempotency-Key already used with other parameters",
+                     "This key belongs to a charge with different parameters; nothing was charged. Use a new key "
+                     "for a new charge.",
+                     {{"charge_id", e.charge_id}});
+    case ApiErrc::kRequestInFlight: {
+      auto r = Problem(Status::conflict, "request-in-flight", "A request with this Idempotency-Key is in progress",
+                       "Retry after the Retry-After delay with the same key to get its result.",
+                       {{"charge_id", e.charge_id}});
+      WithRetryAfter(r, e.retry_after);
+      return r;
+    }
+    case ApiErrc::kDatabaseUnavailable: {
+      auto r = Problem(Status::service_unavailable, "unavailable", "Service temporarily unavailable",
+                       "Nothing was charged. Retry with the same Idempotency-Key.");
+      WithRetryAfter(r, e.retry_after);
+      return r;
+    }
+    case ApiErrc::kInternal:
+      return Problem(Status::internal_server_error, "internal", "Internal error",
+                     "Retry with the same Idempotency-Key; it will never charge twice.");
+  }
+  return http::ProblemJson(Status::internal_server_error, "Internal error", "");
+}
+
+std::string ChargeJson(const charges::Charge& c) {
+  json::object o;
+  o["id"] = c.public_id();
+  o["object"] = "charge";
+  o["status"] = std::string(charges::ToString(c.status));
+  o["amount"] = c.amount;
+  o["currency"] = c.currency;
+  o["order_id"] = c.order_id;
+  if (c.description) o["description"] = *c.description;
+  if (c.acquirer_capture_id) o["acquirer_capture_id"] = *c.acquirer_capture_id;
+  if (c.decline_code) o["decline_code"] = *c.decline_code;
+  if (c.failure_reason) o["failure_reason"] = *c.failure_reason;
+  o["created_at"] = charges::FormatTimestamp(c.created_at);
+  o["updated_at"] = charges::FormatTimestamp(c.updated_at);
+  return json::serialize(o);
+}
+
+OutcomeResponse ResponseFor(const charges::Charge& c) {
+  using charges::ChargeStatus;
+  switch (c.status) {
+    case ChargeStatus::kCaptured: return {201, ChargeJson(c)};
+    case ChargeStatus::kPending:
+    case ChargeStatus::kNeedsReview: return {202, ChargeJson(c)};
+    case ChargeStatus::kFailed:
+    case ChargeStatus::kCanceled: {
+      json::object p;
+      p["type"] = std::string(kProblemBase) + (c.decline_code ? "card-declined" : "payment-failed");
+      p["title"] = c.decline_code ? "The card was declined" : "The payment did not go through";
+      p["status"] = 402;
+      p["detail"] = c.decline_code ? "The acquirer declined the payment: " + *c.decline_code
+                                   : "No money was taken: " + c.failure_reason.value_or("failed");
+      p["charge_id"] = c.public_id();
+      p["charge_status"] = std::string(charges::ToString(c.status));
+      if (c.decline_code) p["decline_code"] = *c.decline_code;
+      if (c.failure_reason) p["failure_reason"] = *c.failure_reason;
+      return {402, json::serialize(p)};
+    }
+  }
+  return {500, "{}"};
+}
+
+http::Response ToHttp(const OutcomeResponse& outcome, const std::string& public_id, bool replayed) {
+  http::Response r{static_cast<Status>(outcome.status), 11};
+  r.set(boost::beast::http::field::content_type,
+        outcome.status == 402 ? "application/problem+json" : "application/json");
+  if (outcome.status == 201) r.set(boost::beast::http::field::location, "/v1/charges/" + public_id);
+  if (replayed) r.set("Idempotent-Replayed", "true");
+  r.body() = outcome.body;
+  r.prepare_payload();
+  return r;
+}
+
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,52 @@
+// What charge-api answers: a charge rendered as JSON, the response a charge's state calls for, and every
+// API error mapped to HTTP in one exhaustive switch.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "charge_outbox/charges/charge.hpp"
+#include "charge_outbox/http/server.hpp"
+
+namespace charge_outbox::charge_api {
+
+enum class ApiErrc {
+  kMissingIdempotencyKey,
+  kMalformedIdempotencyKey,
+  kInvalidField,
+  kUnauthorized,
+  kUnsupportedMediaType,
+  kNotFound,
+  kMethodNotAllowed,
+  kIdempotencyKeyReused,  // same key, other parameters
+  kRequestInFlight,       // same key, the first request still running
+  kDatabaseUnavailable,   // before the intent was written: nothing was sent to the acquirer
+  kInternal,
+};
+
+struct ApiError {
+  ApiErrc code = ApiErrc::kInternal;
+  std::string detail;
+  std::string field;                      // kInvalidField
+  std::chrono::seconds retry_after{0};    // kRequestInFlight, kDatabaseUnavailable
+  std::string charge_id;                  // kIdempotencyKeyReused, kRequestInFlight: the existing charge
+};
+
+http::Response ToResponse(const ApiError& error);
+
+// The charge as the API shows it (no payment method token, no internal lease or fingerprint).
+std::string ChargeJson(const charges::Charge& charge);
+
+// The status and body a charge's current state calls for: captured 201, pending and needs_review 202,
+// failed and canceled 402 problem+json with the charge id and decline_code or failure_reason. Used for
+// the first answer (then stored for replay) and for a repeat of a charge the reconciler resolved.
+struct OutcomeResponse {
+  int status = 0;
+  std::string body;
+};
+OutcomeResponse ResponseFor(const charges::Charge& charge);
+
+// Builds the HTTP response of a stored or computed outcome; `replayed` adds Idempotent-Replayed: true.
+http::Response ToHttp(const OutcomeResponse& outcome, const std::string& public_id, bool replayed);
+
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,142 @@
+#include "charge_api_app.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <thread>
+
+#include "api_key_cache.hpp"
+#include "charge_api_probe.hpp"
+#include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/db/database.hpp"
+#include "charge_outbox/db/migrations.hpp"
+#include "charge_outbox/log/log.hpp"
+#include "charge_outbox/metrics/metrics.hpp"
+#include "charge_service.hpp"
+#include "router.hpp"
+
+namespace charge_outbox::charge_api {
+namespace {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string DefaultInstanceId() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "charge-api");
+  return std::string(host) + "-" + std::to_string(::getpid());
+}
+
+}  // namespace
+
+ChargeApiConfig LoadConfig(config::ConfigReader& r) {
+  ChargeApiConfig c;
+  c.http.address = r.String("http.address", "0.0.0.0");
+  c.http.port = static_cast<std::uint16_t>(r.Integer("http.port", 8080, 0, 65535));
+  c.http.threads = static_cast<std::size_t>(r.Integer("http.threads", 2, 1, 64));
+  c.http.body_limit = static_cast<std::size_t>(r.Integer("http.body_limit", 16 * 1024, 256, 1024 * 1024));
+  c.http.read_timeout = r.Duration("http.read_timeout", seconds{10}, milliseconds{100});
+  c.http.idle_timeout = r.Duration("http.idle_timeout", seconds{60}, milliseconds{100});
+  c.http.max_connections = static_cast<std::size_t>(r.Integer("http.max_connections", 10'000, 1, 1'000'000));
+  c.database_url = r.Secret("database.url");
+  c.database_pool_size = static_cast<std::size_t>(r.Integer("database.pool_size", 16, 1, 256));
+  c.database_max_queued = static_cast<std::size_t>(r.Integer("database.max_queued", 1024, 1, 1'000'000));
+  c.acquirer = acquirer::LoadAcquirerClientConfig(r);
+  c.instance_id = r.String("instance.id", DefaultInstanceId());
+  c.lease = r.Duration("charge.lease", seconds{30}, seconds{1}, std::chrono::hours{1});
+  // A live owner must never be taken over: its lease must outlast everything it may still be doing.
+  const auto busiest = c.acquirer.retry.total_budget + c.acquirer.request_timeout;
+  if (c.lease <= busiest) {
+    throw config::ConfigError("charge.lease", "must be longer than acquirer.retry.total_budget + "
+                                              "acquirer.request_timeout (" + std::to_string(busiest.count()) +
+                                              "ms), or a request still working could be taken over");
+  }
+  c.pending_overdue_after = r.Duration("charge.pending_overdue_after", std::chrono::minutes{10}, seconds{1});
+  c.pending_overdue_refresh = r.Duration("metrics.pending_overdue_refresh", seconds{15}, milliseconds{100});
+  c.auth_cache_ttl = r.Duration("auth.cache_ttl", seconds{30}, milliseconds{0}, std::chrono::hours{1});
+  c.shutdown_deadline = r.Duration("shutdown.deadline", seconds{20}, milliseconds{100});
+  c.log_level = r.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
+  r.RejectUnknownKeys();
+  return c;
+}
+
+struct ChargeApiApp::Parts {
+  explicit Parts(ChargeApiConfig c)
+      : config(std::move(c)),
+        registry(metrics::NewRegistry()),
+        probe(*registry),
+        database(config.database_url, {.connections = config.database_pool_size,
+                                       .max_queued = config.database_max_queued,
+                                       .application_name = "charge-api"}),
+        store(charges::MakePgChargeStore(database)),
+        background_work(asio::make_work_guard(background)),
+        acquirer_client(background.get_executor(), config.acquirer),
+        policy(config.acquirer.retry, std::make_shared<acquirer::Mt19937RandomSource>()),
+        service(*store, acquirer_client, policy, clock, probe,
+                {.instance_id = config.instance_id, .lease = config.lease}),
+        keys(*store, config.auth_cache_ttl),
+        router(service, keys, database, db::EmbeddedSchemaVersion(), *registry, probe),
+        server(config.http, [this](http::Request request) { return router.Handle(std::move(request)); }) {}
+
+  // Refreshes charges_pending_overdue: the alert that something is stuck, whatever the cause.
+  asio::awaitable<void> RefreshPendingOverdue() {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    while (!stopping) {
+      const auto count = co_await store->CountPendingOlderThan(config.pending_overdue_after);
+      if (count) probe.SetPendingOverdue(*count);
+      timer.expires_after(config.pending_overdue_refresh);
+      boost::system::error_code ec;
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+  }
+
+  ChargeApiConfig config;
+  std::shared_ptr<metrics::Registry> registry;
+  ChargeApiProbe probe;
+  db::Database database;
+  std::unique_ptr<charges::ChargeStore> store;
+  // The acquirer client's connections and the gauge refresh run here, off the server's I/O threads.
+  asio::io_context background;
+  asio::executor_work_guard<asio::io_context::executor_type> background_work;
+  std::thread background_thread;
+  acquirer::HttpAcquirerClient acquirer_client;
+  acquirer::AsioSteadyClock clock;
+  acquirer::RetryPolicy policy;
+  ChargeService service;
+  ApiKeyCache keys;
+  Router router;
+  http::Server server;
+  std::atomic<bool> stopping{false};
+};
+
+ChargeApiApp::ChargeApiApp(ChargeApiConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}
+
+ChargeApiApp::~ChargeApiApp() {
+  if (parts_->background_thread.joinable()) Stop(milliseconds{0});
+}
+
+std::uint16_t ChargeApiApp::Start() {
+  parts_->background_thread = std::thread([this] { parts_->background.run(); });
+  asio::co_spawn(parts_->background, parts_->RefreshPendingOverdue(), asio::detached);
+  const auto port = parts_->server.Start();
+  spdlog::info("charge-api {} listening on {}:{}", parts_->config.instance_id, parts_->config.http.address, port);
+  return port;
+}
+
+void ChargeApiApp::Stop(milliseconds drain) {
+  parts_->server.Stop(drain);
+  parts_->stopping = true;
+  parts_->background_work.reset();
+  parts_->background.stop();
+  if (parts_->background_thread.joinable()) parts_->background_thread.join();
+}
+
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,50 @@
+// ChargeApiApp: charge-api's configuration and the object that wires it together (database pool, charge
+// store, acquirer client, service, router, HTTP server, background gauge refresh).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "charge_outbox/acquirer/http_acquirer_client.hpp"
+#include "charge_outbox/config/config.hpp"
+#include "charge_outbox/http/server.hpp"
+
+namespace charge_outbox::charge_api {
+
+struct ChargeApiConfig {
+  http::ServerOptions http;
+  std::string database_url;  // secret: DATABASE_URL
+  std::size_t database_pool_size = 16;
+  std::size_t database_max_queued = 1024;
+  acquirer::AcquirerClientConfig acquirer;
+  std::string instance_id;
+  std::chrono::milliseconds lease{};
+  std::chrono::milliseconds pending_overdue_after{};
+  std::chrono::milliseconds pending_overdue_refresh{};
+  std::chrono::milliseconds auth_cache_ttl{};
+  std::chrono::milliseconds shutdown_deadline{};
+  std::string log_level;
+};
+
+// Reads every key (see services/charge-api/README.md); throws config::ConfigError naming the first bad one.
+ChargeApiConfig LoadConfig(config::ConfigReader& reader);
+
+// Lifecycle: construct, Start() once, Stop() once. Not thread-safe itself; the parts it owns are.
+class ChargeApiApp {
+ public:
+  explicit ChargeApiApp(ChargeApiConfig config);
+  ~ChargeApiApp();
+
+  // Starts serving; returns the bound port.
+  std::uint16_t Start();
+  // Stops accepting, lets requests in flight finish within `drain`, then stops the rest.
+  void Stop(std::chrono::milliseconds drain);
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,76 @@
+#include "charge_api_probe.hpp"
+
+#include <string>
+
+namespace charge_outbox::charge_api {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
+    : requests_(BuildCounter()
+                    .Name("charge_api_http_requests_total")
+                    .Help("HTTP requests by route, method and status")
+                    .Register(registry)),
+      request_latency_(BuildHistogram()
+                           .Name("charge_api_http_request_duration_seconds")
+                           .Help("HTTP request latency by route, from the first byte read to the reply")
+                           .Register(registry)),
+      charges_(BuildCounter()
+                   .Name("charge_api_charges_total")
+                   .Help("Charges answered, by outcome (captured, declined, failed, pending, needs_review)")
+                   .Register(registry)),
+      replays_(BuildCounter()
+                   .Name("charge_api_idempotent_replays_total")
+                   .Help("Repeated requests answered with the stored first response")
+                   .Register(registry)
+                   .Add({})),
+      in_flight_conflicts_(BuildCounter()
+                               .Name("charge_api_in_flight_conflicts_total")
+                               .Help("Repeated requests refused with 409 while the first was still running")
+                               .Register(registry)
+                               .Add({})),
+      acquirer_calls_(BuildCounter()
+                          .Name("charge_api_acquirer_calls_total")
+                          .Help("Acquirer calls by operation, outcome and evidence class")
+                          .Register(registry)),
+      acquirer_latency_(BuildHistogram()
+                            .Name("charge_api_acquirer_call_duration_seconds")
+                            .Help("Acquirer call latency by operation and evidence class")
+                            .Register(registry)),
+      pending_overdue_(BuildGauge()
+                           .Name("charges_pending_overdue")
+                           .Help("Charges still pending past the configured deadline")
+                           .Register(registry)
+                           .Add({})) {}
+
+void ChargeApiProbe::OnRequest(std::string_view route, std::string_view method, int status,
+                               std::chrono::nanoseconds latency) {
+  requests_.Add({{"route", std::string(route)}, {"method", std::string(method)}, {"status", std::to_string(status)}})
+      .Increment();
+  request_latency_.Add({{"route", std::string(route)}}, metrics::LatencyBuckets())
+      .Observe(std::chrono::duration<double>(latency).count());
+}
+
+void ChargeApiProbe::OnChargeOutcome(std::string_view outcome) {
+  charges_.Add({{"outcome", std::string(outcome)}}).Increment();
+}
+
+void ChargeApiProbe::OnReplay() { replays_.Increment(); }
+
+void ChargeApiProbe::OnInFlightConflict() { in_flight_conflicts_.Increment(); }
+
+void ChargeApiProbe::OnAcquirerCall(const acquirer::AttemptOutcome& outcome, std::chrono::nanoseconds latency) {
+  const std::string operation(acquirer::ToString(outcome.operation));
+  const std::string evidence(acquirer::ToString(outcome.evidence()));
+  acquirer_calls_
+      .Add({{"operation", operation}, {"outcome", std::string(acquirer::ToString(outcome.kind))}, {"evidence", evidence}})
+      .Increment();
+  acquirer_latency_.Add({{"operation", operation}, {"evidence", evidence}}, metrics::LatencyBuckets())
+      .Observe(std::chrono::duration<double>(latency).count());
+}
+
+void ChargeApiProbe::SetPendingOverdue(std::int64_t count) { pending_overdue_.Set(static_cast<double>(count)); }
+
+}  // namespace charge_outbox::charge_api

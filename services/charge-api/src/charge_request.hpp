@@ -1,0 +1,47 @@
+// The body of POST /v1/charges and the Idempotency-Key header: parsed, validated, fingerprinted.
+// Pure functions: no I/O, so every rule is unit-tested.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "charge_outbox/charges/charge.hpp"
+
+namespace charge_outbox::charge_api {
+
+struct ChargeRequest {
+  std::int64_t amount = 0;  // minor units
+  std::string currency;     // ISO 4217
+  std::string order_id;
+  std::string payment_method;  // acquirer token: never logged
+  std::optional<std::string> description;
+};
+
+// Why a body was refused: the field (or "body") and what is wrong, for a 400 problem+json.
+struct FieldError {
+  std::string field;
+  std::string problem;
+};
+
+inline constexpr std::int64_t kMaxAmount = 999'999'999'999;  // minor units; far above any card limit
+inline constexpr std::size_t kMaxIdentifierLength = 255;    // order_id, payment_method
+inline constexpr std::size_t kMaxDescriptionLength = 1000;
+
+// Strict: a JSON object with exactly the known members, right types, sane sizes. Nesting is refused
+// by the parser before any value is built, so no body can exhaust the stack.
+std::variant<ChargeRequest, FieldError> ParseChargeRequest(std::string_view body);
+
+// 1 to 255 visible ASCII characters (0x21-0x7E).
+bool IsValidIdempotencyKey(std::string_view key);
+
+// An active ISO 4217 code (not just three capital letters).
+bool IsIso4217Currency(std::string_view code);
+
+// SHA-256 of an unambiguous encoding of every parameter that defines the charge: the same key with a
+// different fingerprint is a different request (422), never a replay.
+charges::Fingerprint RequestFingerprint(const ChargeRequest& request);
+
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,83 @@
+// ChargeService: the flow of seed 000 behind POST /v1/charges, and the two reads.
+//
+//   1. Intent: the charge `pending`, its `initiated` event and attempt 1, in one statement. The
+//      per-merchant unique key decides who is first.
+//   2. Effect: capture at the acquirer with the charge's idempotency key, under the retry policy,
+//      recording every attempt.
+//   3. Result: the conditional transition and its event in one statement, with the response stored for
+//      replay. An unknown outcome leaves the charge `pending` (202) and gives up the lease.
+//
+// A repeat finds the key: other parameters 422; finished: the stored response replayed; a live owner
+// 409; an owner gone (crashed, or answered 202): take over and ask the acquirer by key before anything.
+//
+// Thread safety: Create/Get may run concurrently from any number of coroutines; the service holds no
+// mutable state of its own.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "api_responses.hpp"
+#include "charge_api_probe.hpp"
+#include "charge_outbox/acquirer/acquirer_client.hpp"
+#include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/http/server.hpp"
+#include "charge_outbox/trace/trace_context.hpp"
+#include "charge_request.hpp"
+
+namespace charge_outbox::charge_api {
+
+struct ChargeServiceOptions {
+  std::string instance_id;
+  // How long a request owns its pending charge. It must outlast the request's own work (the acquirer
+  // retry budget plus one call timeout), so that a live owner is never taken over; a dead owner blocks
+  // retries (409) for at most this long.
+  std::chrono::milliseconds lease{std::chrono::seconds{30}};
+  std::chrono::seconds unavailable_retry_after{1};
+};
+
+struct CreateCharge {
+  std::string merchant_id;
+  std::string idempotency_key;
+  ChargeRequest request;
+  trace::TraceContext trace;  // this request's span
+};
+
+class ChargeService {
+ public:
+  ChargeService(charges::ChargeStore& store, acquirer::AcquirerClient& acquirer, const acquirer::RetryPolicy& policy,
+                acquirer::RetryClock& clock, ChargeApiProbe& probe, ChargeServiceOptions options);
+
+  boost::asio::awaitable<http::Response> Create(CreateCharge command);
+  boost::asio::awaitable<http::Response> Get(const std::string& merchant_id, const std::string& public_id);
+  boost::asio::awaitable<http::Response> GetByKey(const std::string& merchant_id, const std::string& idempotency_key);
+
+ private:
+  boost::asio::awaitable<http::Response> Capture(const charges::Charge& charge, const charges::Lease& lease,
+                                                 std::optional<std::string> recorded_first_request,
+                                                 const trace::TraceContext& trace);
+  boost::asio::awaitable<http::Response> TakeOver(const charges::Charge& charge, const charges::Lease& lease,
+                                                  const trace::TraceContext& trace);
+  class AttemptRecorder;
+  boost::asio::awaitable<http::Response> Finish(const charges::Charge& charge, const charges::Lease& lease,
+                                                const acquirer::RetryRun& run, AttemptRecorder& recorder,
+                                                const trace::TraceContext& trace);
+  boost::asio::awaitable<http::Response> GiveUp(const charges::Charge& charge, const charges::Lease& lease,
+                                                std::optional<charges::AttemptFinish> last_attempt);
+  http::Response Replay(const charges::Charge& charge);
+
+  charges::ChargeStore& store_;
+  acquirer::AcquirerClient& acquirer_;
+  const acquirer::RetryPolicy& policy_;
+  acquirer::RetryClock& clock_;
+  ChargeApiProbe& probe_;
+  ChargeServiceOptions options_;
+};
+
+// What a finished acquirer run means for a pending charge: a transition, or nothing (stay pending).
+// Pure, so each outcome's consequence is unit-tested. Never turns an unknown into a decline.
+std::optional<charges::Transition> DecideTransition(const acquirer::RetryRun& run);
+
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,145 @@
+#include "router.hpp"
+
+#include <boost/url/parse.hpp>
+
+#include <algorithm>
+#include <cctype>
+
+#include "charge_outbox/trace/trace_context.hpp"
+
+namespace charge_outbox::charge_api {
+namespace {
+
+namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
+using http::Status;
+
+http::Response MethodNotAllowed(const char* allow) {
+  auto r = ToResponse(ApiError{ApiErrc::kMethodNotAllowed, std::string("Allowed: ") + allow});
+  r.set(bhttp::field::allow, allow);
+  return r;
+}
+
+}  // namespace
+
+struct Router::Routed {
+  const char* route;  // a metric label: the route's pattern, never the raw path
+  http::Response response;
+};
+
+bool IsJsonMediaType(std::string_view content_type) {
+  auto media = content_type.substr(0, content_type.find(';'));
+  while (!media.empty() && media.back() == ' ') media.remove_suffix(1);
+  while (!media.empty() && media.front() == ' ') media.remove_prefix(1);
+  constexpr std::string_view kJson = "application/json";
+  return media.size() == kJson.size() && std::equal(media.begin(), media.end(), kJson.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         });
+}
+
+Router::Router(ChargeService& service, ApiKeyCache& keys, db::Database& database, int schema_version,
+               metrics::Registry& registry, ChargeApiProbe& probe)
+    : service_(service),
+      keys_(keys),
+      database_(database),
+      schema_version_(schema_version),
+      registry_(registry),
+      probe_(probe) {}
+
+asio::awaitable<http::Reply> Router::Handle(http::Request request) {
+  const auto started = std::chrono::steady_clock::now();
+  auto routed = co_await Route(request);
+  probe_.OnRequest(routed.route, std::string_view(request.method_string().data(), request.method_string().size()),
+                   static_cast<int>(routed.response.result_int()), std::chrono::steady_clock::now() - started);
+  co_return http::Reply{std::move(routed.response)};
+}
+
+asio::awaitable<http::Response> Router::Readiness() {
+  const auto version = co_await database_.SchemaVersion();
+  if (!version) {
+    co_return http::ProblemJson(Status::service_unavailable, "Not ready", "database unreachable");
+  }
+  if (*version < schema_version_) {
+    co_return http::ProblemJson(Status::service_unavailable, "Not ready",
+                                "schema at version " + std::to_string(*version) + ", this build needs " +
+                                    std::to_string(schema_version_));
+  }
+  co_return http::JsonResponse(Status::ok, std::string(R"({"status":"ready"})"));
+}
+
+asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
+  const auto target = boost::urls::parse_origin_form(std::string_view(request.target().data(), request.target().size()));
+  if (!target) co_return Routed{"other", ToResponse(ApiError{ApiErrc::kNotFound, "Malformed request target."})};
+  const auto path = target->path();
+  const auto method = request.method();
+
+  if (path == "/healthz") {
+    co_return Routed{"/healthz", http::JsonResponse(Status::ok, std::string(R"({"status":"ok"})"))};
+  }
+  if (path == "/readyz") co_return Routed{"/readyz", co_await Readiness()};
+  if (path == "/metrics") {
+    http::Response r{Status::ok, 11};
+    r.set(bhttp::field::content_type, metrics::kTextContentType);
+    r.body() = metrics::RenderText(registry_);
+    r.prepare_payload();
+    co_return Routed{"/metrics", std::move(r)};
+  }
+
+  const bool collection = path == "/v1/charges";
+  const bool item = path.starts_with("/v1/charges/") && path.size() > 12 && path.find('/', 12) == std::string::npos;
+  if (!collection && !item) co_return Routed{"other", ToResponse(ApiError{ApiErrc::kNotFound, "No such route."})};
+  const char* route = collection ? "/v1/charges" : "/v1/charges/{id}";
+
+  if (collection && method != bhttp::verb::post && method != bhttp::verb::get) {
+    co_return Routed{route, MethodNotAllowed("GET, POST")};
+  }
+  if (item && method != bhttp::verb::get) co_return Routed{route, MethodNotAllowed("GET")};
+
+  // Every /v1 route belongs to a merchant.
+  const auto bearer = BearerKey(std::string_view(request[bhttp::field::authorization].data(),
+                                                 request[bhttp::field::authorization].size()));
+  if (!bearer) co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnauthorized})};
+  const auto merchant = co_await keys_.Authenticate(*bearer);
+  if (!merchant) {
+    co_return Routed{route, ToResponse(ApiError{ApiErrc::kDatabaseUnavailable, "", "", std::chrono::seconds{1}})};
+  }
+  if (!*merchant) co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnauthorized})};
+  const auto& merchant_id = (*merchant)->id;
+
+  if (item) {
+    co_return Routed{route, co_await service_.Get(merchant_id, std::string(path.substr(12)))};
+  }
+  if (method == bhttp::verb::get) {
+    const auto params = target->params();
+    const auto key = params.find("idempotency_key");
+    if (key == params.end() || !(*key).has_value) {
+      co_return Routed{"/v1/charges?idempotency_key",
+                       ToResponse(ApiError{ApiErrc::kInvalidField, "is required", "idempotency_key"})};
+    }
+    co_return Routed{"/v1/charges?idempotency_key", co_await service_.GetByKey(merchant_id, (*key).value)};
+  }
+
+  // POST /v1/charges
+  if (!IsJsonMediaType(std::string_view(request[bhttp::field::content_type].data(),
+                                        request[bhttp::field::content_type].size()))) {
+    co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnsupportedMediaType})};
+  }
+  const auto key_header = request.find("Idempotency-Key");
+  if (key_header == request.end()) co_return Routed{route, ToResponse(ApiError{ApiErrc::kMissingIdempotencyKey})};
+  const std::string key(key_header->value().data(), key_header->value().size());
+  if (!IsValidIdempotencyKey(key)) co_return Routed{route, ToResponse(ApiError{ApiErrc::kMalformedIdempotencyKey})};
+
+  auto parsed = ParseChargeRequest(request.body());
+  if (const auto* error = std::get_if<FieldError>(&parsed)) {
+    co_return Routed{route, ToResponse(ApiError{ApiErrc::kInvalidField, error->problem, error->field})};
+  }
+  const auto incoming = request.find("traceparent");
+  auto parent = incoming == request.end()
+                    ? std::nullopt
+                    : trace::ParseTraceparent(std::string_view(incoming->value().data(), incoming->value().size()));
+  CreateCharge command{merchant_id, key, std::get<ChargeRequest>(std::move(parsed)),
+                       parent ? trace::ChildOf(*parent) : trace::NewTrace()};
+  co_return Routed{route, co_await service_.Create(std::move(command))};
+}
+
+}  // namespace charge_outbox::charge_api

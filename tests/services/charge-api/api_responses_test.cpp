@@ -1,0 +1,164 @@
+#include "api_responses.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+
+#include "api_key_cache.hpp"
+#include "charge_service.hpp"
+#include "router.hpp"
+
+namespace charge_outbox::charge_api {
+namespace {
+
+namespace json = boost::json;
+using charges::ChargeStatus;
+using ::testing::HasSubstr;
+
+charges::Charge SampleCharge(ChargeStatus status) {
+  charges::Charge c;
+  c.id = "0f8fad5b-d9cb-469f-a165-70867728950e";
+  c.merchant_id = "00000000-0000-4000-8000-000000000001";
+  c.order_id = "PED-0001";
+  c.amount = 25000;
+  c.currency = "BRL";
+  c.payment_method = "pm_tok_secret_visa";
+  c.status = status;
+  c.created_at = charges::Timestamp{std::chrono::milliseconds{1'764'471'180'367}};
+  c.updated_at = c.created_at;
+  return c;
+}
+
+TEST(ChargeJson, ShowsTheChargeButNeverThePaymentMethod) {
+  auto c = SampleCharge(ChargeStatus::kCaptured);
+  c.acquirer_capture_id = "cap_1";
+  const auto body = ChargeJson(c);
+  const auto v = json::parse(body).as_object();
+  EXPECT_EQ(v.at("id").as_string(), "ch_0f8fad5bd9cb469fa16570867728950e");
+  EXPECT_EQ(v.at("status").as_string(), "captured");
+  EXPECT_EQ(v.at("amount").as_int64(), 25000);
+  EXPECT_EQ(v.at("acquirer_capture_id").as_string(), "cap_1");
+  EXPECT_EQ(v.at("created_at").as_string(), "2025-11-30T02:53:00.367Z");
+  EXPECT_THAT(body, ::testing::Not(HasSubstr("pm_tok")));
+}
+
+TEST(ResponseFor, MapsEveryStatus) {
+  EXPECT_EQ(ResponseFor(SampleCharge(ChargeStatus::kCaptured)).status, 201);
+  EXPECT_EQ(ResponseFor(SampleCharge(ChargeStatus::kPending)).status, 202);
+  EXPECT_EQ(ResponseFor(SampleCharge(ChargeStatus::kNeedsReview)).status, 202);
+  EXPECT_EQ(ResponseFor(SampleCharge(ChargeStatus::kCanceled)).status, 402);
+  auto declined = SampleCharge(ChargeStatus::kFailed);
+  declined.decline_code = "card_declined";
+  const auto r = ResponseFor(declined);
+  EXPECT_EQ(r.status, 402);
+  const auto p = json::parse(r.body).as_object();
+  EXPECT_EQ(p.at("decline_code").as_string(), "card_declined");
+  EXPECT_EQ(p.at("charge_id").as_string(), "ch_0f8fad5bd9cb469fa16570867728950e");
+  EXPECT_EQ(p.at("status").as_int64(), 402);
+}
+
+TEST(ToHttp, SetsLocationContentTypeAndReplayHeader) {
+  const auto created = ToHttp({201, "{}"}, "ch_x", true);
+  EXPECT_EQ(created.result_int(), 201u);
+  EXPECT_EQ(created["Location"], "/v1/charges/ch_x");
+  EXPECT_EQ(created["Idempotent-Replayed"], "true");
+  EXPECT_EQ(created["Content-Type"], "application/json");
+  const auto declined = ToHttp({402, "{}"}, "ch_x", false);
+  EXPECT_EQ(declined["Content-Type"], "application/problem+json");
+  EXPECT_EQ(declined.count("Idempotent-Replayed"), 0u);
+  EXPECT_EQ(declined.count("Location"), 0u);
+}
+
+TEST(ToResponse, EveryErrorIsProblemJsonWithItsStatus) {
+  const std::pair<ApiErrc, unsigned> expected[] = {
+      {ApiErrc::kMissingIdempotencyKey, 400}, {ApiErrc::kMalformedIdempotencyKey, 400},
+      {ApiErrc::kInvalidField, 400},          {ApiErrc::kUnauthorized, 401},
+      {ApiErrc::kUnsupportedMediaType, 415},  {ApiErrc::kNotFound, 404},
+      {ApiErrc::kMethodNotAllowed, 405},      {ApiErrc::kIdempotencyKeyReused, 422},
+      {ApiErrc::kRequestInFlight, 409},       {ApiErrc::kDatabaseUnavailable, 503},
+      {ApiErrc::kInternal, 500}};
+  for (const auto& [code, status] : expected) {
+    const auto r = ToResponse(ApiError{code, "detail", "amount", std::chrono::seconds{7}, "ch_x"});
+    EXPECT_EQ(r.result_int(), status);
+    EXPECT_EQ(r["Content-Type"], "application/problem+json");
+    const auto p = json::parse(r.body()).as_object();
+    EXPECT_EQ(p.at("status").as_int64(), status);
+    EXPECT_TRUE(p.contains("title"));
+  }
+  EXPECT_EQ(ToResponse(ApiError{ApiErrc::kRequestInFlight, "", "", std::chrono::seconds{7}})["Retry-After"], "7");
+  EXPECT_EQ(ToResponse(ApiError{ApiErrc::kDatabaseUnavailable})["Retry-After"], "1");
+  const auto invalid = json::parse(ToResponse(ApiError{ApiErrc::kInvalidField, "is required", "amount"}).body());
+  EXPECT_EQ(invalid.at("field").as_string(), "amount");
+}
+
+TEST(BearerKey, ParsesTheSchemeCaseInsensitively) {
+  EXPECT_EQ(BearerKey("Bearer sk_test_1"), "sk_test_1");
+  EXPECT_EQ(BearerKey("bearer   sk_test_1 "), "sk_test_1");
+  EXPECT_FALSE(BearerKey("").has_value());
+  EXPECT_FALSE(BearerKey("Bearer ").has_value());
+  EXPECT_FALSE(BearerKey("Basic dXNlcjpwYXNz").has_value());
+  EXPECT_FALSE(BearerKey("Bearer two words").has_value());
+}
+
+TEST(IsJsonMediaType, AcceptsParametersAndCase) {
+  EXPECT_TRUE(IsJsonMediaType("application/json"));
+  EXPECT_TRUE(IsJsonMediaType("Application/JSON; charset=utf-8"));
+  EXPECT_FALSE(IsJsonMediaType("text/plain"));
+  EXPECT_FALSE(IsJsonMediaType("application/jsonx"));
+  EXPECT_FALSE(IsJsonMediaType(""));
+}
+
+acquirer::RetryRun RunOf(std::initializer_list<acquirer::OutcomeKind> kinds) {
+  acquirer::RetryRun run;
+  int n = 0;
+  for (const auto kind : kinds) {
+    acquirer::AttemptRecord record;
+    record.attempt_no = ++n;
+    record.outcome.kind = kind;
+    if (kind == acquirer::OutcomeKind::kCaptured) record.outcome.capture = acquirer::Capture{.id = "cap_9"};
+    if (kind == acquirer::OutcomeKind::kDeclined) record.outcome.decline_code = "insufficient_funds";
+    run.attempts.push_back(record);
+  }
+  return run;
+}
+
+TEST(DecideTransition, ApprovalCapturesAndDeclineFails) {
+  using acquirer::OutcomeKind;
+  const auto captured = DecideTransition(RunOf({OutcomeKind::kTimedOut, OutcomeKind::kCaptured}));
+  ASSERT_TRUE(captured.has_value());
+  EXPECT_EQ(captured->to, ChargeStatus::kCaptured);
+  EXPECT_EQ(captured->acquirer_capture_id, "cap_9");
+  const auto declined = DecideTransition(RunOf({OutcomeKind::kDeclined}));
+  ASSERT_TRUE(declined.has_value());
+  EXPECT_EQ(declined->to, ChargeStatus::kFailed);
+  EXPECT_EQ(declined->decline_code, "insufficient_funds");
+}
+
+TEST(DecideTransition, UnknownNeverBecomesADecline) {
+  using acquirer::OutcomeKind;
+  for (const auto kind : {OutcomeKind::kTimedOut, OutcomeKind::kConnectionDropped, OutcomeKind::kServerError,
+                          OutcomeKind::kUnavailable, OutcomeKind::kThrottled, OutcomeKind::kInFlight,
+                          OutcomeKind::kUntrustedResponse}) {
+    EXPECT_FALSE(DecideTransition(RunOf({kind})).has_value()) << acquirer::ToString(kind);
+  }
+  // One unknown attempt makes the whole run unknown, even if later attempts were never sent.
+  EXPECT_FALSE(DecideTransition(RunOf({OutcomeKind::kTimedOut, OutcomeKind::kNotSent})).has_value());
+}
+
+TEST(DecideTransition, NothingEverSentFails) {
+  using acquirer::OutcomeKind;
+  const auto t = DecideTransition(RunOf({OutcomeKind::kNotSent, OutcomeKind::kNotSent}));
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->to, ChargeStatus::kFailed);
+  EXPECT_EQ(t->failure_reason, "acquirer_unreachable");
+}
+
+TEST(DecideTransition, MismatchAndContractErrorsGoToReview) {
+  using acquirer::OutcomeKind;
+  EXPECT_EQ(DecideTransition(RunOf({OutcomeKind::kMismatch}))->to, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(DecideTransition(RunOf({OutcomeKind::kContractError}))->to, ChargeStatus::kNeedsReview);
+}
+
+}  // namespace
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,123 @@
+#include "charge_request.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace charge_outbox::charge_api {
+namespace {
+
+FieldError ErrorOf(std::string_view body) {
+  auto r = ParseChargeRequest(body);
+  if (auto* e = std::get_if<FieldError>(&r)) return *e;
+  ADD_FAILURE() << "accepted: " << body;
+  return {};
+}
+
+TEST(ParseChargeRequest, AcceptsTheSpecExample) {
+  auto r = ParseChargeRequest(
+      R"({"amount": 25000, "currency": "BRL", "order_id": "PED-0001", "payment_method": "pm_tok_visa", "description": "..."})");
+  ASSERT_TRUE(std::holds_alternative<ChargeRequest>(r));
+  const auto& c = std::get<ChargeRequest>(r);
+  EXPECT_EQ(c.amount, 25000);
+  EXPECT_EQ(c.currency, "BRL");
+  EXPECT_EQ(c.order_id, "PED-0001");
+  EXPECT_EQ(c.payment_method, "pm_tok_visa");
+  EXPECT_EQ(c.description, "...");
+}
+
+TEST(ParseChargeRequest, DescriptionIsOptional) {
+  auto r = ParseChargeRequest(R"({"amount":1,"currency":"USD","order_id":"o","payment_method":"p"})");
+  ASSERT_TRUE(std::holds_alternative<ChargeRequest>(r));
+  EXPECT_FALSE(std::get<ChargeRequest>(r).description.has_value());
+}
+
+TEST(ParseChargeRequest, NamesTheFieldOfEachProblem) {
+  const std::string ok_rest = R"("currency":"BRL","order_id":"o","payment_method":"p")";
+  EXPECT_EQ(ErrorOf(R"({"currency":"BRL","order_id":"o","payment_method":"p"})").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":0,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":-5,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":10.5,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":"100",)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":1e3,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":99999999999999999999999,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":18446744073709551615,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"brl","order_id":"o","payment_method":"p"})").field, "currency");
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"ABC","order_id":"o","payment_method":"p"})").field, "currency");
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRLX","order_id":"o","payment_method":"p"})").field, "currency");
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRL","payment_method":"p"})").field, "order_id");
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRL","order_id":"","payment_method":"p"})").field, "order_id");
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRL","order_id":7,"payment_method":"p"})").field, "order_id");
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRL","order_id":"o"})").field, "payment_method");
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRL","order_id":"o","payment_method":"p\u0000"})").field,
+            "payment_method");
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRL","order_id":"o","payment_method":"p","description":5})").field,
+            "description");
+}
+
+TEST(ParseChargeRequest, UnknownFieldIsRefusedByName) {
+  const auto e = ErrorOf(R"({"amount":1,"currency":"BRL","order_id":"o","payment_method":"p","captur":true})");
+  EXPECT_EQ(e.field, "captur");
+  EXPECT_EQ(e.problem, "is not a known field");
+}
+
+TEST(ParseChargeRequest, OversizedFieldsAreRefused) {
+  const std::string long_id(kMaxIdentifierLength + 1, 'x');
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRL","order_id":")" + long_id + R"(","payment_method":"p"})").field,
+            "order_id");
+  const std::string long_description(kMaxDescriptionLength + 1, 'x');
+  EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRL","order_id":"o","payment_method":"p","description":")" +
+                    long_description + "\"}")
+                .field,
+            "description");
+}
+
+TEST(ParseChargeRequest, MalformedOrNestedBodiesAreRefusedWithoutCrashing) {
+  EXPECT_EQ(ErrorOf("").field, "body");
+  EXPECT_EQ(ErrorOf("{").field, "body");
+  EXPECT_EQ(ErrorOf("[1,2]").field, "body");
+  EXPECT_EQ(ErrorOf("null").field, "body");
+  EXPECT_EQ(ErrorOf(R"({"amount":{"value":1}})").field, "body");
+  EXPECT_EQ(ErrorOf(std::string(100000, '[') + std::string(100000, ']')).field, "body");
+}
+
+TEST(IsValidIdempotencyKey, VisibleAsciiFromOneTo255) {
+  EXPECT_TRUE(IsValidIdempotencyKey("a"));
+  EXPECT_TRUE(IsValidIdempotencyKey("550e8400-e29b-41d4-a716-446655440000"));
+  EXPECT_TRUE(IsValidIdempotencyKey(std::string(255, '~')));
+  EXPECT_FALSE(IsValidIdempotencyKey(""));
+  EXPECT_FALSE(IsValidIdempotencyKey(std::string(256, 'k')));
+  EXPECT_FALSE(IsValidIdempotencyKey("has space"));
+  EXPECT_FALSE(IsValidIdempotencyKey("tab\t"));
+  EXPECT_FALSE(IsValidIdempotencyKey("chave-ção"));
+}
+
+TEST(RequestFingerprint, ChangesWithEveryParameterAndNotOtherwise) {
+  ChargeRequest base{25000, "BRL", "PED-1", "pm_tok_visa", "x"};
+  const auto fp = RequestFingerprint(base);
+  EXPECT_EQ(fp, RequestFingerprint(base));
+  auto changed = base;
+  changed.amount = 25001;
+  EXPECT_NE(RequestFingerprint(changed), fp);
+  changed = base;
+  changed.currency = "USD";
+  EXPECT_NE(RequestFingerprint(changed), fp);
+  changed = base;
+  changed.order_id = "PED-2";
+  EXPECT_NE(RequestFingerprint(changed), fp);
+  changed = base;
+  changed.payment_method = "pm_tok_master";
+  EXPECT_NE(RequestFingerprint(changed), fp);
+  changed = base;
+  changed.description.reset();
+  EXPECT_NE(RequestFingerprint(changed), fp);
+  changed = base;
+  changed.description = "";
+  EXPECT_NE(RequestFingerprint(changed), RequestFingerprint(ChargeRequest{25000, "BRL", "PED-1", "pm_tok_visa", {}}));
+}
+
+TEST(RequestFingerprint, FieldBoundariesCannotBeShifted) {
+  EXPECT_NE(RequestFingerprint({1, "BRL", "ab", "c", {}}), RequestFingerprint({1, "BRL", "a", "bc", {}}));
+}
+
+}  // namespace
+}  // namespace charge_outbox::charge_api
