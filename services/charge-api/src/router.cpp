@@ -76,7 +76,12 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
   if (path == "/healthz") {
     co_return Routed{"/healthz", http::JsonResponse(Status::ok, std::string(R"({"status":"ok"})"))};
   }
-  if (path == "/readyz") co_return Routed{"/readyz", co_await Readiness()};
+  // GCC 12 miscompiles co_await inside a braced initializer (it frees a temporary twice), so every
+  // awaited response is named before it is wrapped.
+  if (path == "/readyz") {
+    auto ready = co_await Readiness();
+    co_return Routed{"/readyz", std::move(ready)};
+  }
   if (path == "/metrics") {
     http::Response r{Status::ok, 11};
     r.set(bhttp::field::content_type, metrics::kTextContentType);
@@ -107,7 +112,8 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
   const auto& merchant_id = (*merchant)->id;
 
   if (item) {
-    co_return Routed{route, co_await service_.Get(merchant_id, std::string(path.substr(12)))};
+    auto found = co_await service_.Get(merchant_id, std::string(path.substr(12)));
+    co_return Routed{route, std::move(found)};
   }
   if (method == bhttp::verb::get) {
     const auto params = target->params();
@@ -116,7 +122,8 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
       co_return Routed{"/v1/charges?idempotency_key",
                        ToResponse(ApiError{ApiErrc::kInvalidField, "is required", "idempotency_key"})};
     }
-    co_return Routed{"/v1/charges?idempotency_key", co_await service_.GetByKey(merchant_id, (*key).value)};
+    auto found = co_await service_.GetByKey(merchant_id, (*key).value);
+    co_return Routed{"/v1/charges?idempotency_key", std::move(found)};
   }
 
   // POST /v1/charges
@@ -139,7 +146,8 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
                     : trace::ParseTraceparent(std::string_view(incoming->value().data(), incoming->value().size()));
   CreateCharge command{merchant_id, key, std::get<ChargeRequest>(std::move(parsed)),
                        parent ? trace::ChildOf(*parent) : trace::NewTrace()};
-  co_return Routed{route, co_await service_.Create(std::move(command))};
+  auto created = co_await service_.Create(std::move(command));
+  co_return Routed{route, std::move(created)};
 }
 
 }  // namespace charge_outbox::charge_api
