@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <functional>
 #include <variant>
 #include <vector>
 
@@ -81,15 +82,16 @@ void Close(Connection& connection) {
   connection.Tcp().close();
 }
 
-std::string Rfc3339Millis(std::chrono::system_clock::time_point tp) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(tp.time_since_epoch()).count();
-  const auto secs = static_cast<std::time_t>(ms / 1000 - (ms % 1000 < 0 ? 1 : 0));
-  const auto millis = static_cast<int>(((ms % 1000) + 1000) % 1000);
+// Microseconds, so that a capture's created_at passed back as a bound keeps its precision.
+std::string Rfc3339Micros(std::chrono::system_clock::time_point tp) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch()).count();
+  const auto secs = static_cast<std::time_t>(us / 1'000'000 - (us % 1'000'000 < 0 ? 1 : 0));
+  const auto micros = static_cast<int>(((us % 1'000'000) + 1'000'000) % 1'000'000);
   std::tm utc{};
   gmtime_r(&secs, &utc);
-  char buf[40];
-  const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
-                              utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, millis);
+  char buf[48];
+  const int n = std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", utc.tm_year + 1900,
+                              utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, micros);
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
@@ -120,7 +122,7 @@ TransportResult Failure(TransportStatus status, std::string detail, bool reused)
 
 }  // namespace
 
-class HttpAcquirerClient::Impl : public std::enable_shared_from_this<Impl> {
+class HttpAcquirerClient::Impl {
  public:
   Impl(asio::any_io_executor executor, AcquirerClientConfig config)
       : strand_(asio::make_strand(std::move(executor))),
@@ -135,6 +137,15 @@ class HttpAcquirerClient::Impl : public std::enable_shared_from_this<Impl> {
   static asio::awaitable<TransportResult> Send(std::shared_ptr<Impl> self, RequestSpec spec) {
     auto strand = self->strand_;
     co_return co_await asio::co_spawn(strand, Exchange(std::move(self), std::move(spec)), asio::use_awaitable);
+  }
+
+  static asio::awaitable<AttemptOutcome> Call(
+      std::shared_ptr<Impl> self, RequestSpec spec,
+      std::function<AttemptOutcome(const TransportResult&, std::chrono::system_clock::time_point)> classify);
+
+  static asio::awaitable<PoolStats> Stats(std::shared_ptr<Impl> self) {
+    auto strand = self->strand_;
+    co_return co_await asio::co_spawn(strand, StatsOnStrand(std::move(self)), asio::use_awaitable);
   }
 
   static asio::awaitable<PoolStats> StatsOnStrand(std::shared_ptr<Impl> self) {
@@ -501,6 +512,8 @@ HttpAcquirerClient::~HttpAcquirerClient() = default;
 
 namespace {
 
+using Classifier = std::function<AttemptOutcome(const TransportResult&, std::chrono::system_clock::time_point)>;
+
 void LogOutcome(const AttemptOutcome& outcome, const std::string& request_id, SteadyClock::time_point started) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started).count();
   spdlog::debug("acquirer {} request_id={} outcome={} evidence={} http_status={} reused={} took_ms={} detail=\"{}\"",
@@ -510,8 +523,19 @@ void LogOutcome(const AttemptOutcome& outcome, const std::string& request_id, St
 
 }  // namespace
 
-asio::awaitable<AttemptOutcome> HttpAcquirerClient::Capture(CaptureRequest request, std::string request_id) {
+// The public methods are not coroutines: they build the request at once and hand a coroutine that owns
+// the client's internals, so an awaitable outlives the HttpAcquirerClient object safely.
+asio::awaitable<AttemptOutcome> HttpAcquirerClient::Impl::Call(std::shared_ptr<Impl> self, RequestSpec spec,
+                                                               Classifier classify) {
   const auto started = SteadyClock::now();
+  const auto request_id = spec.request_id;
+  const auto result = co_await Send(std::move(self), std::move(spec));
+  auto outcome = classify(result, std::chrono::system_clock::now());
+  LogOutcome(outcome, request_id, started);
+  co_return outcome;
+}
+
+asio::awaitable<AttemptOutcome> HttpAcquirerClient::Capture(CaptureRequest request, std::string request_id) {
   RequestSpec spec;
   spec.method = http::verb::post;
   spec.target = impl_->Target("/v1/captures", {});
@@ -520,61 +544,51 @@ asio::awaitable<AttemptOutcome> HttpAcquirerClient::Capture(CaptureRequest reque
                                           {"reference", request.reference},
                                           {"payment_method", request.payment_method}});
   spec.idempotency_key = request.idempotency_key;
-  spec.request_id = request_id;
-  const auto result = co_await Impl::Send(impl_, std::move(spec));
-  auto outcome = ClassifyCapture(result, request, std::chrono::system_clock::now());
-  LogOutcome(outcome, request_id, started);
-  co_return outcome;
+  spec.request_id = std::move(request_id);
+  return Impl::Call(impl_, std::move(spec),
+                    [request = std::move(request)](const TransportResult& result,
+                                                   std::chrono::system_clock::time_point now) {
+                      return ClassifyCapture(result, request, now);
+                    });
 }
 
 asio::awaitable<AttemptOutcome> HttpAcquirerClient::LookupByKey(LookupRequest request, std::string request_id) {
-  const auto started = SteadyClock::now();
   RequestSpec spec;
   spec.method = http::verb::get;
   spec.target = impl_->Target("/v1/captures", {{"idempotency_key", request.idempotency_key}});
-  spec.request_id = request_id;
-  const auto result = co_await Impl::Send(impl_, std::move(spec));
-  auto outcome = ClassifyLookup(result, request, std::chrono::system_clock::now());
-  LogOutcome(outcome, request_id, started);
-  co_return outcome;
+  spec.request_id = std::move(request_id);
+  return Impl::Call(impl_, std::move(spec),
+                    [request = std::move(request)](const TransportResult& result,
+                                                   std::chrono::system_clock::time_point now) {
+                      return ClassifyLookup(result, request, now);
+                    });
 }
 
 asio::awaitable<AttemptOutcome> HttpAcquirerClient::Void(VoidRequest request, std::string request_id) {
-  const auto started = SteadyClock::now();
   RequestSpec spec;
   spec.method = http::verb::post;
   spec.target = impl_->Target("/v1/captures/" + Encode(request.capture_id) + "/void", {});
   spec.body = "{}";
-  spec.idempotency_key = request.idempotency_key;
-  spec.request_id = request_id;
-  const auto result = co_await Impl::Send(impl_, std::move(spec));
-  auto outcome = ClassifyVoid(result, std::chrono::system_clock::now());
-  LogOutcome(outcome, request_id, started);
-  co_return outcome;
+  spec.idempotency_key = std::move(request.idempotency_key);
+  spec.request_id = std::move(request_id);
+  return Impl::Call(impl_, std::move(spec), &ClassifyVoid);
 }
 
 asio::awaitable<AttemptOutcome> HttpAcquirerClient::ListPage(ListWindow window, std::optional<std::string> page_token,
                                                              std::string request_id) {
-  const auto started = SteadyClock::now();
   std::vector<std::pair<std::string, std::string>> params = {
-      {"created_from", Rfc3339Millis(window.created_from)},
-      {"created_to", Rfc3339Millis(window.created_to)},
+      {"created_from", Rfc3339Micros(window.created_from)},
+      {"created_to", Rfc3339Micros(window.created_to)},
       {"limit", std::to_string(window.limit)},
   };
-  if (page_token.has_value()) params.emplace_back("page_token", *page_token);
+  if (page_token.has_value()) params.emplace_back("page_token", std::move(*page_token));
   RequestSpec spec;
   spec.method = http::verb::get;
   spec.target = impl_->Target("/v1/captures", params);
-  spec.request_id = request_id;
-  const auto result = co_await Impl::Send(impl_, std::move(spec));
-  auto outcome = ClassifyListPage(result, std::chrono::system_clock::now());
-  LogOutcome(outcome, request_id, started);
-  co_return outcome;
+  spec.request_id = std::move(request_id);
+  return Impl::Call(impl_, std::move(spec), &ClassifyListPage);
 }
 
-asio::awaitable<HttpAcquirerClient::PoolStats> HttpAcquirerClient::Stats() {
-  auto strand = impl_->strand_;
-  co_return co_await asio::co_spawn(strand, Impl::StatsOnStrand(impl_), asio::use_awaitable);
-}
+asio::awaitable<HttpAcquirerClient::PoolStats> HttpAcquirerClient::Stats() { return Impl::Stats(impl_); }
 
 }  // namespace charge_outbox::acquirer

@@ -101,11 +101,12 @@ EvidenceClass RetryRun::evidence() const {
 }
 
 asio::awaitable<RetryRun> RunWithRetries(const RetryPolicy& policy, RetryClock& clock, AttemptFunction attempt,
-                                         AttemptObserver* observer) {
+                                         AttemptObserver* observer, std::optional<std::string> first_request_id) {
   RetryRun run;
   const auto first_start = clock.SteadyNow();
   for (int attempt_no = 1;; ++attempt_no) {
-    AttemptContext context{attempt_no, NewRequestId()};
+    AttemptContext context{attempt_no, attempt_no == 1 && first_request_id.has_value() ? std::move(*first_request_id)
+                                                                                        : NewRequestId()};
     AttemptRecord record;
     record.attempt_no = attempt_no;
     record.request_id = context.request_id;

@@ -7,6 +7,8 @@
 
 #include <set>
 
+#include "printers.hpp"
+
 namespace charge_outbox::acquirer {
 namespace {
 

@@ -11,6 +11,7 @@
 
 #include "charge_outbox/acquirer/acquirer_client.hpp"
 #include "fakes.hpp"
+#include "printers.hpp"
 #include "run_sync.hpp"
 
 namespace charge_outbox::acquirer {
@@ -209,6 +210,21 @@ TEST(RunWithRetries, RetriesTransientFailuresWithTheSameKeyAndFreshRequestIds) {
   EXPECT_EQ(observer.events[0], "start 1 " + client.request_ids[0]);
   EXPECT_EQ(observer.events[3], "finish 2 " + client.request_ids[1] + " timed_out");
   EXPECT_EQ(observer.events[5], "finish 3 " + client.request_ids[2] + " captured");
+}
+
+TEST(RunWithRetries, UsesTheRequestIdRecordedBeforeTheRunForTheFirstAttemptOnly) {
+  boost::asio::io_context io;
+  FakeRetryClock clock;
+  ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kTimedOut)}, Step{OutcomeOf(OutcomeKind::kCaptured)}});
+  const auto run = RunSync(io, RunWithRetries(
+                                   PolicyWith({0.0}), clock,
+                                   [&client](AttemptContext attempt) { return client.Capture(kRequest, attempt.request_id); },
+                                   nullptr, std::string("recorded-with-intent")));
+  ASSERT_EQ(run.attempts.size(), 2u);
+  EXPECT_EQ(run.attempts[0].request_id, "recorded-with-intent");
+  EXPECT_EQ(client.request_ids[0], "recorded-with-intent");
+  EXPECT_NE(run.attempts[1].request_id, "recorded-with-intent");
+  EXPECT_EQ(run.attempts[1].request_id, client.request_ids[1]);
 }
 
 TEST(RunWithRetries, NeverRetriesADecline) {

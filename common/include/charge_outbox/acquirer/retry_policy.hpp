@@ -147,8 +147,11 @@ struct RetryRun {
 using AttemptFunction = std::function<boost::asio::awaitable<AttemptOutcome>(AttemptContext attempt)>;
 
 // Runs `attempt` until the policy stops, sleeping on `clock` between attempts. `observer` may be null.
+// `first_request_id`: the id of attempt 1 when the caller recorded it before the run (with the intent),
+// so the record and the wire agree; later attempts always get fresh ids.
 boost::asio::awaitable<RetryRun> RunWithRetries(const RetryPolicy& policy, RetryClock& clock, AttemptFunction attempt,
-                                                AttemptObserver* observer = nullptr);
+                                                AttemptObserver* observer = nullptr,
+                                                std::optional<std::string> first_request_id = std::nullopt);
 
 // A fresh random UUID (version 4), lower-case with dashes: the request id of one attempt.
 std::string NewRequestId();
