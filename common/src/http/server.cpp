@@ -249,9 +249,9 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
     connection->phase = Phase::kIdle;
     if (buffer.size() == 0) {
       stream.expires_after(options.idle_timeout);
-      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(kReadChunk), kNoThrow);
-      if (ec) break;
-      buffer.commit(n);
+      auto [idle_ec, idle_bytes] = co_await stream.async_read_some(buffer.prepare(kReadChunk), kNoThrow);
+      if (idle_ec) break;
+      buffer.commit(idle_bytes);
     }
     connection->phase = Phase::kBusy;
 
@@ -271,22 +271,21 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
       header_ec = body_ec;
     }
     if (header_ec) {
-      const auto& ec = header_ec;
       // The reply is built before the co_await: GCC 12 cannot keep some temporaries of a co_await
       // expression in the coroutine frame ("array used as initializer").
       std::optional<Response> problem;
-      if (ec == bhttp::error::body_limit) {
+      if (header_ec == bhttp::error::body_limit) {
         boost::json::object extra;
         extra["limit"] = options.body_limit;
         problem = ProblemJson(Status::payload_too_large, "Request body too large",
                               "the body exceeds the limit of " + std::to_string(options.body_limit) + " bytes",
                               extra);
-      } else if (ec == bhttp::error::header_limit) {
+      } else if (header_ec == bhttp::error::header_limit) {
         problem = ProblemJson(Status::request_header_fields_too_large, "Request header too large",
                               "the header exceeds the limit of " + std::to_string(options.header_limit) + " bytes");
-      } else if (!IsClientGone(ec) && IsHttpParseError(ec)) {
+      } else if (!IsClientGone(header_ec) && IsHttpParseError(header_ec)) {
         problem = ProblemJson(Status::bad_request, "Malformed HTTP request",
-                              "the request could not be parsed: " + ec.message());
+                              "the request could not be parsed: " + header_ec.message());
       }
       if (problem.has_value()) co_await WriteAndClose(stream, std::move(*problem));
       break;

@@ -1,0 +1,104 @@
+// acquirer-sim: a fault-injectable card acquirer (spec section 4) on the common HTTP server.
+//
+// AcquirerSim owns the capture log, the store replayed from it, the fault engine and the server. Its
+// Handle() is the whole HTTP surface: a function from request to reply.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "capture_log.hpp"
+#include "capture_store.hpp"
+#include "charge_outbox/app/shutdown.hpp"
+#include "charge_outbox/config/config.hpp"
+#include "charge_outbox/http/server.hpp"
+#include "fault_profile.hpp"
+
+namespace charge_outbox::acquirer_sim {
+
+struct SimConfig {
+  http::ServerOptions server;
+  std::string data_dir;
+  std::vector<std::string> api_keys;  // secret: AUTH_API_KEYS, comma-separated
+  FaultProfile faults;
+  std::chrono::milliseconds shutdown_deadline{};
+  std::string log_level;
+};
+
+// Throws config::ConfigError naming the key.
+SimConfig LoadConfig(config::ConfigReader& reader);
+
+struct CommandLine {
+  std::string config_path;  // may be empty: defaults and environment only
+};
+
+// Throws config::ConfigError (key "argv") on a bad command line.
+CommandLine ParseCommandLine(const std::vector<std::string>& args);
+
+// The id a credential's captures are filed under, in memory and in the log: a hash, so the log never
+// holds the credential itself.
+std::string MerchantIdFor(std::string_view api_key);
+
+// Why a capture body is refused: the member and the problem.
+struct FieldProblem {
+  std::string field;
+  std::string detail;
+};
+
+// Validates a POST /v1/captures body: amount an integer > 0, currency three upper-case letters,
+// reference and payment_method non-empty strings of at most 255 characters, nothing else.
+boost::system::result<CaptureRequest, FieldProblem> ParseCaptureRequest(std::string_view body);
+
+// 1 to 255 visible ASCII characters, as charge-api requires of its own clients.
+bool IsValidIdempotencyKey(std::string_view key);
+
+class AcquirerSim {
+ public:
+  // Opens the log in config.data_dir and replays it. Throws LogError if it cannot (a start-up error).
+  AcquirerSim(const SimConfig& config, const Clock& clock);
+  ~AcquirerSim();
+  AcquirerSim(const AcquirerSim&) = delete;
+  AcquirerSim& operator=(const AcquirerSim&) = delete;
+
+  // Binds and serves; returns the port. Throws std::system_error if the address cannot be bound.
+  std::uint16_t Start();
+  void Stop(std::chrono::milliseconds drain_deadline);
+
+  std::size_t replayed_records() const { return replayed_records_; }
+  const std::string& log_path() const { return log_.path(); }
+
+  boost::asio::awaitable<http::Reply> Handle(http::Request request);
+
+ private:
+  boost::asio::awaitable<http::Reply> HandleCapture(const http::Request& request, MerchantIndex merchant);
+  boost::asio::awaitable<http::Reply> HandleQuery(MerchantIndex merchant, std::string_view query);
+  boost::asio::awaitable<http::Reply> HandleGetById(MerchantIndex merchant, std::string_view id);
+  boost::asio::awaitable<http::Reply> HandleVoid(const http::Request& request, MerchantIndex merchant,
+                                                 std::string_view id);
+  boost::asio::awaitable<http::Reply> Deliver(const FaultDecision& decision, http::Response response,
+                                              std::string_view what);
+  http::Response PutFaults(const http::Request& request);
+  http::Response Ledger() const;
+  http::Response Reset();
+  // The merchant the Authorization header names, or std::nullopt for a missing or unknown credential.
+  std::optional<MerchantIndex> Authenticate(const http::Request& request) const;
+
+  const Clock& clock_;
+  CaptureLogFile log_;
+  CaptureStore store_;
+  FaultEngine faults_;
+  std::vector<std::pair<std::string, MerchantIndex>> credentials_;
+  std::size_t replayed_records_ = 0;
+  http::Server server_;  // last: destroyed first, so no handler outlives what it uses
+};
+
+// Runs the simulator until SIGTERM/SIGINT: start, log the bound port, wait, stop within the deadline.
+// Returns the exit status: 0 stopped cleanly, 1 could not start (the log line says why).
+int Run(const SimConfig& config, const app::ShutdownSignals& signals);
+
+}  // namespace charge_outbox::acquirer_sim

@@ -1,0 +1,141 @@
+// acquirer-sim's pure pieces: request validation, timestamps, config and command line.
+#include "acquirer_sim.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "timestamp.hpp"
+
+namespace charge_outbox::acquirer_sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Field(std::string_view body) {
+  auto r = ParseCaptureRequest(body);
+  if (r) {
+    ADD_FAILURE() << "accepted " << body;
+    return {};
+  }
+  return r.error().field;
+}
+
+TEST(ParseCaptureRequest, AcceptsTheContractBody) {
+  auto r = ParseCaptureRequest(R"({"amount": 25000, "currency": "BRL", "reference": "ch_1", "payment_method": "pm_tok_visa"})");
+  ASSERT_TRUE(r.has_value()) << r.error().detail;
+  EXPECT_EQ(*r, (CaptureRequest{25000, "BRL", "ch_1", "pm_tok_visa"}));
+}
+
+TEST(ParseCaptureRequest, NamesTheFieldAtFault) {
+  const std::string ok_rest = R"("currency": "BRL", "reference": "r", "payment_method": "p")";
+  EXPECT_EQ(Field(R"({"amount": 0, )" + ok_rest + "}"), "amount");
+  EXPECT_EQ(Field(R"({"amount": -5, )" + ok_rest + "}"), "amount");
+  EXPECT_EQ(Field(R"({"amount": 1.5, )" + ok_rest + "}"), "amount");
+  EXPECT_EQ(Field(R"({"amount": "100", )" + ok_rest + "}"), "amount");
+  EXPECT_EQ(Field(R"({"currency": "BRL", "reference": "r", "payment_method": "p"})"), "amount");
+  EXPECT_EQ(Field(R"({"amount": 1, "currency": "brl", "reference": "r", "payment_method": "p"})"), "currency");
+  EXPECT_EQ(Field(R"({"amount": 1, "currency": "BRLX", "reference": "r", "payment_method": "p"})"), "currency");
+  EXPECT_EQ(Field(R"({"amount": 1, "currency": "BRL", "reference": "", "payment_method": "p"})"), "reference");
+  EXPECT_EQ(Field(R"({"amount": 1, "currency": "BRL", "reference": "r"})"), "payment_method");
+  EXPECT_EQ(Field(R"({"amount": 1, "currency": "BRL", "reference": "r", "payment_method": 5})"), "payment_method");
+  EXPECT_EQ(Field(R"({"amount": 1, )" + ok_rest + R"(, "tip": 3})"), "tip");
+  EXPECT_EQ(Field("not json"), "body");
+  EXPECT_EQ(Field("[1]"), "body");
+  EXPECT_EQ(Field(R"({"amount": [[[[[[[[1]]]]]]]]})"), "body");  // depth limit
+  EXPECT_EQ(Field(R"({"amount": 1, "currency": "BRL", "reference": ")" + std::string(256, 'r') +
+                  R"(", "payment_method": "p"})"),
+            "reference");
+}
+
+TEST(IdempotencyKey, OneTo255VisibleAsciiCharacters) {
+  EXPECT_TRUE(IsValidIdempotencyKey("a"));
+  EXPECT_TRUE(IsValidIdempotencyKey(std::string(255, '~')));
+  EXPECT_FALSE(IsValidIdempotencyKey(""));
+  EXPECT_FALSE(IsValidIdempotencyKey(std::string(256, 'a')));
+  EXPECT_FALSE(IsValidIdempotencyKey("has space"));
+  EXPECT_FALSE(IsValidIdempotencyKey("tab\t"));
+  EXPECT_FALSE(IsValidIdempotencyKey("cobrança"));
+}
+
+TEST(Timestamp, FormatsUtcWithMicroseconds) {
+  EXPECT_EQ(FormatTimestamp(0), "1970-01-01T00:00:00.000000Z");
+  EXPECT_EQ(FormatTimestamp(1'709'251'199'999'999), "2024-02-29T23:59:59.999999Z");
+  EXPECT_EQ(FormatTimestamp(-1), "1969-12-31T23:59:59.999999Z");
+}
+
+TEST(Timestamp, ParsesRfc3339AndRoundTrips) {
+  for (const std::int64_t t : {std::int64_t{0}, std::int64_t{1'709'251'199'999'999}, std::int64_t{1'800'000'000'000'001}}) {
+    EXPECT_EQ(ParseTimestamp(FormatTimestamp(t)), t);
+  }
+  EXPECT_EQ(ParseTimestamp("2024-02-29T23:59:59Z"), 1'709'251'199'000'000);
+  EXPECT_EQ(ParseTimestamp("2024-03-01T02:59:59.5+03:00"), 1'709'251'199'500'000);
+  EXPECT_EQ(ParseTimestamp("2024-02-29t20:59:59.123456789-03:00"), 1'709'251'199'123'456);
+  EXPECT_EQ(ParseTimestamp("2024-02-29T23:59:59z"), 1'709'251'199'000'000);
+  for (const char* bad : {"", "2024-02-30T00:00:00Z", "2023-02-29T00:00:00Z", "2024-02-29 23:59:59Z",
+                          "2024-02-29T24:00:00Z", "2024-02-29T23:59:59", "2024-02-29T23:59:59.Z",
+                          "2024-02-29T23:59:59+0300", "2024-02-29T23:59:59Zjunk", "yesterday"}) {
+    EXPECT_FALSE(ParseTimestamp(bad).has_value()) << bad;
+  }
+}
+
+config::EnvLookup Env(std::map<std::string, std::string> values) {
+  return [values = std::move(values)](const std::string& name) -> std::optional<std::string> {
+    const auto it = values.find(name);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(LoadConfig, DefaultsAndRequiredKeys) {
+  auto reader = config::ConfigReader::FromString("data:\n  dir: /tmp/x\n", Env({{"AUTH_API_KEYS", "k1, k2"}}));
+  const auto c = LoadConfig(reader);
+  EXPECT_EQ(c.server.address, "127.0.0.1");
+  EXPECT_EQ(c.server.port, 8090);
+  EXPECT_EQ(c.server.body_limit, 16u * 1024u);
+  EXPECT_EQ(c.data_dir, "/tmp/x");
+  EXPECT_EQ(c.api_keys, (std::vector<std::string>{"k1", "k2"}));
+  EXPECT_EQ(c.shutdown_deadline, std::chrono::seconds{10});
+  EXPECT_EQ(c.faults, FaultProfile{});
+}
+
+TEST(LoadConfig, ProblemsNameTheKey) {
+  const auto key_of = [](const std::string& yaml, std::map<std::string, std::string> env) {
+    auto reader = config::ConfigReader::FromString(yaml, Env(std::move(env)));
+    try {
+      LoadConfig(reader);
+    } catch (const config::ConfigError& e) {
+      return e.key();
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(key_of("data:\n  dir: /tmp/x\n", {}), "auth.api_keys");
+  EXPECT_EQ(key_of("", {{"AUTH_API_KEYS", "k"}}), "data.dir");
+  EXPECT_EQ(key_of("data:\n  dir: /x\nauth:\n  api_keys: k\n", {{"AUTH_API_KEYS", "k"}}), "auth.api_keys");
+  EXPECT_EQ(key_of("data:\n  dir: /x\n", {{"AUTH_API_KEYS", "a,,b"}}), "auth.api_keys");
+  EXPECT_EQ(key_of("data:\n  dir: /x\nserver:\n  port: 70000\n", {{"AUTH_API_KEYS", "k"}}), "server.port");
+  EXPECT_EQ(key_of("data:\n  dir: /x\nserver:\n  address: localhost\n", {{"AUTH_API_KEYS", "k"}}), "server.address");
+  EXPECT_EQ(key_of("data:\n  dir: /x\nfaults:\n  drop_rate: 3\n", {{"AUTH_API_KEYS", "k"}}), "faults.drop_rate");
+  EXPECT_EQ(key_of("data:\n  dir: /x\nfaults:\n  dorp_rate: 0.1\n", {{"AUTH_API_KEYS", "k"}}), "faults.dorp_rate");
+}
+
+TEST(ParseCommandLine, ConfigFlagOnly) {
+  EXPECT_EQ(ParseCommandLine({"--config", "/etc/sim.yaml"}).config_path, "/etc/sim.yaml");
+  EXPECT_EQ(ParseCommandLine({}).config_path, "");
+  EXPECT_THROW(ParseCommandLine({"--config"}), config::ConfigError);
+  try {
+    ParseCommandLine({"serve"});
+    FAIL();
+  } catch (const config::ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("usage: acquirer-sim"));
+  }
+}
+
+TEST(MerchantIdFor, IsStableAndDoesNotContainTheKey) {
+  EXPECT_EQ(MerchantIdFor("secret-key"), MerchantIdFor("secret-key"));
+  EXPECT_NE(MerchantIdFor("secret-key"), MerchantIdFor("other-key"));
+  EXPECT_THAT(MerchantIdFor("secret-key"), ::testing::Not(HasSubstr("secret")));
+  EXPECT_EQ(MerchantIdFor("k").size(), 18u);
+}
+
+}  // namespace
+}  // namespace charge_outbox::acquirer_sim
