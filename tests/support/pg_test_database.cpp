@@ -58,4 +58,10 @@ void PgTestDatabase::Execute(const std::string& sql) const {
   tx.exec(sql);
 }
 
+void PgTestDatabase::ExecuteAsAdmin(const std::string& sql) const {
+  pqxx::connection conn(admin_url_);
+  pqxx::nontransaction tx(conn);
+  tx.exec(sql);
+}
+
 }  // namespace charge_outbox::testing

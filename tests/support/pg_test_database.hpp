@@ -24,6 +24,8 @@ class PgTestDatabase {
   // or "" when there is no row or it is NULL. For assertions in tests only.
   std::string Scalar(const std::string& sql) const;
   void Execute(const std::string& sql) const;
+  // On the server's admin database: for statements about this database itself (ALTER DATABASE, ...).
+  void ExecuteAsAdmin(const std::string& sql) const;
 
  private:
   PgTestDatabase(std::string admin_url, std::string name, std::string url);

@@ -127,7 +127,9 @@ class ChargeService::AttemptRecorder final : public acquirer::AttemptObserver {
       current_ = 1;
       co_return;
     }
-    const auto r = co_await store_.StartAttempt(charge_id_, {attempt.request_id, operation_, kActor, started_at});
+    // Named, not a braced temporary in the co_await expression: GCC 12 destroys such temporaries twice.
+    const charges::AttemptStart start{attempt.request_id, operation_, kActor, started_at};
+    const auto r = co_await store_.StartAttempt(charge_id_, start);
     current_ = r ? *r : 0;
     if (!r) spdlog::warn("attempt of charge {} not recorded: {}", charge_id_, r.error().detail);
   }
@@ -238,14 +240,13 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
   const acquirer::CaptureRequest request{charges::AcquirerIdempotencyKey(charge), charge.amount, charge.currency,
                                          charge.public_id(), charge.payment_method};
   // The first attempt uses the request id recorded with the intent, so the row and the wire agree.
-  auto run = co_await acquirer::RunWithRetries(
-      policy_, clock_,
+  acquirer::AttemptFunction attempt_capture =
       [&](acquirer::AttemptContext attempt) -> asio::awaitable<acquirer::AttemptOutcome> {
-        auto request_id = attempt.attempt_no == 1 && recorded_first_request ? *recorded_first_request
-                                                                             : attempt.request_id;
-        co_return co_await acquirer_.Capture(request, std::move(request_id));
-      },
-      &recorder);
+    auto request_id = attempt.attempt_no == 1 && recorded_first_request ? *recorded_first_request
+                                                                         : attempt.request_id;
+    co_return co_await acquirer_.Capture(request, std::move(request_id));
+  };
+  auto run = co_await acquirer::RunWithRetries(policy_, clock_, attempt_capture, &recorder);
   if (co_await Failpoint("charge.after_acquirer_response")) {
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
   }

@@ -112,7 +112,8 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
   const auto& merchant_id = (*merchant)->id;
 
   if (item) {
-    auto found = co_await service_.Get(merchant_id, std::string(path.substr(12)));
+    const std::string public_id(path.substr(12));
+    auto found = co_await service_.Get(merchant_id, public_id);
     co_return Routed{route, std::move(found)};
   }
   if (method == bhttp::verb::get) {
@@ -122,7 +123,8 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
       co_return Routed{"/v1/charges?idempotency_key",
                        ToResponse(ApiError{ApiErrc::kInvalidField, "is required", "idempotency_key"})};
     }
-    auto found = co_await service_.GetByKey(merchant_id, (*key).value);
+    const std::string idempotency_key = (*key).value;
+    auto found = co_await service_.GetByKey(merchant_id, idempotency_key);
     co_return Routed{"/v1/charges?idempotency_key", std::move(found)};
   }
 

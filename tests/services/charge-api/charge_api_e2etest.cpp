@@ -1,0 +1,374 @@
+// charge-api as it runs: the real binary against a real PostgreSQL and the real acquirer-sim, driven
+// over HTTP. Every row of the contract table (spec section 3), concurrency across two instances, and a
+// crash at every failpoint of the flow.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <latch>
+#include <mutex>
+#include <thread>
+
+#include "http_test_client.hpp"
+#include "pg_test_database.hpp"
+#include "service_process.hpp"
+#include "test_env.hpp"
+
+namespace charge_outbox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+namespace bhttp = boost::beast::http;
+using namespace std::chrono_literals;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+constexpr const char* kMerchant1 = "00000000-0000-4000-8000-000000000001";
+constexpr const char* kMerchant2 = "00000000-0000-4000-8000-000000000002";
+constexpr const char* kApiKey1 = "sk_test_e2e_merchant_one";
+constexpr const char* kApiKey2 = "sk_test_e2e_merchant_two";
+constexpr const char* kAcquirerKey = "ak_test_e2e";
+
+std::string ChargeBody(std::int64_t amount = 25000, const std::string& payment_method = "pm_tok_visa",
+                       const std::string& order_id = "PED-0001") {
+  return R"({"amount": )" + std::to_string(amount) + R"(, "currency": "BRL", "order_id": ")" + order_id +
+         R"(", "payment_method": ")" + payment_method + R"(", "description": "pedido de teste"})";
+}
+
+HttpHeaders ChargeHeaders(const std::string& key, const char* api_key = kApiKey1) {
+  return {{"Authorization", std::string("Bearer ") + api_key},
+          {"Content-Type", "application/json"},
+          {"Idempotency-Key", key}};
+}
+
+class ChargeApiE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = PgTestDatabase::Create(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                                 PgTestDatabase::Schema::kMigrated);
+    db_->Execute(std::string("INSERT INTO merchants (id, name) VALUES ('") + kMerchant1 + "', 'one'), ('" +
+                 kMerchant2 + "', 'two')");
+    db_->Execute(std::string("INSERT INTO api_keys (key_hash, merchant_id, key_prefix) VALUES "
+                             "(sha256(convert_to('") + kApiKey1 + "', 'UTF8')), '" + kMerchant1 + "', 'sk_test_e2e'), "
+                 "(sha256(convert_to('" + kApiKey2 + "', 'UTF8')), '" + kMerchant2 + "', 'sk_test_e2e')");
+    dir_ = fs::temp_directory_path() / UniqueName("charge_api_e2e");
+    sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
+                                            EnvChanges{{"SERVER_PORT", "0"},
+                                                       {"DATA_DIR", (dir_ / "sim").string()},
+                                                       {"AUTH_API_KEYS", kAcquirerKey}});
+    sim_client_ = std::make_unique<HttpTestClient>(sim_->port());
+    api_ = StartApi();
+    client_ = std::make_unique<HttpTestClient>(api_->port(), "127.0.0.1", 30s);
+  }
+
+  void TearDown() override {
+    client_.reset();
+    api_.reset();
+    sim_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // Short acquirer timeouts and lease so unknown outcomes and dead owners resolve in seconds.
+  std::unique_ptr<ServiceProcess> StartApi(EnvChanges extra = {}) {
+    EnvChanges env{{"DATABASE_URL", db_->url()},
+                   {"HTTP_ADDRESS", "127.0.0.1"},
+                   {"HTTP_PORT", "0"},
+                   {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(sim_->port())},
+                   {"ACQUIRER_API_KEY", kAcquirerKey},
+                   {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
+                   {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
+                   {"ACQUIRER_RETRY_BASE_DELAY", "50ms"},
+                   {"ACQUIRER_RETRY_MAX_DELAY", "100ms"},
+                   {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"},
+                   {"CHARGE_LEASE", "3s"},
+                   {"SHUTDOWN_DEADLINE", "2s"},
+                   {"FAILPOINTS", std::nullopt}};
+    for (auto& [k, v] : extra) env[k] = v;
+    return std::make_unique<ServiceProcess>(std::vector<std::string>{CHARGE_API_BIN}, env);
+  }
+
+  HttpResult Post(const std::string& key, const std::string& body, const char* api_key = kApiKey1) {
+    return client_->Post("/v1/charges", body, ChargeHeaders(key, api_key));
+  }
+
+  void SetFaults(const std::string& profile) {
+    const auto r = sim_client_->Put("/admin/faults", profile);
+    ASSERT_EQ(r.status(), 200u) << r.response.body();
+  }
+
+  boost::json::array Ledger() { return sim_client_->Get("/admin/ledger").json().at("entries").as_array(); }
+
+  std::size_t LedgerCaptures(const std::string& acquirer_key) {
+    std::size_t n = 0;
+    for (const auto& e : Ledger()) {
+      const auto& o = e.as_object();
+      if (o.at("type").as_string() == "capture" && o.at("idempotency_key").as_string() == acquirer_key) ++n;
+    }
+    return n;
+  }
+
+  std::string TerminalEvents(const std::string& charge_id) {
+    return db_->Scalar("SELECT count(*) FROM outbox WHERE aggregateid = '" + charge_id +
+                       "' AND type <> 'payments.charge.initiated.v1'");
+  }
+
+  // A well-behaved client: the same key and body until a final answer, honouring Retry-After on 409 and
+  // backing off on 202, 503 and a lost connection.
+  HttpResult RetryLikeAClient(const std::string& key, const std::string& body, std::chrono::seconds deadline = 40s) {
+    const auto until = std::chrono::steady_clock::now() + deadline;
+    HttpResult last;
+    while (std::chrono::steady_clock::now() < until) {
+      HttpTestClient client(api_->port(), "127.0.0.1", 30s);
+      last = client.Post("/v1/charges", body, ChargeHeaders(key));
+      if (last.ok() && (last.status() == 201 || last.status() == 402)) return last;
+      auto wait = 200ms;
+      if (last.ok() && last.status() == 409) wait = std::chrono::seconds{std::stoi(last.header("Retry-After"))};
+      std::this_thread::sleep_for(wait);
+    }
+    return last;
+  }
+
+  std::unique_ptr<PgTestDatabase> db_;
+  fs::path dir_;
+  std::unique_ptr<ServiceProcess> sim_;
+  std::unique_ptr<HttpTestClient> sim_client_;
+  std::unique_ptr<ServiceProcess> api_;
+  std::unique_ptr<HttpTestClient> client_;
+};
+
+TEST_F(ChargeApiE2E, CapturedChargeIs201WithLocationAndOneCapture) {
+  const auto r = Post("order-1", ChargeBody());
+  ASSERT_TRUE(r.ok()) << r.error.message();
+  ASSERT_EQ(r.status(), 201u) << r.response.body();
+  const auto charge = r.json().as_object();
+  EXPECT_EQ(charge.at("status").as_string(), "captured");
+  EXPECT_EQ(charge.at("amount").as_int64(), 25000);
+  EXPECT_EQ(r.header("Location"), "/v1/charges/" + std::string(charge.at("id").as_string()));
+  EXPECT_TRUE(r.header("Idempotent-Replayed").empty());
+  EXPECT_EQ(LedgerCaptures(std::string(kMerchant1) + ":order-1"), 1u);
+  EXPECT_EQ(Ledger().at(0).at("reference").as_string(), charge.at("id").as_string());
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(type, ',' ORDER BY sequence) FROM outbox"),
+            "payments.charge.initiated.v1,payments.charge.captured.v1");
+}
+
+TEST_F(ChargeApiE2E, DeclineIs402ProblemWithDeclineCodeAndChargeId) {
+  const auto r = Post("declined-1", ChargeBody(25000, "pm_tok_declined"));
+  ASSERT_EQ(r.status(), 402u) << r.response.body();
+  EXPECT_EQ(r.header("Content-Type"), "application/problem+json");
+  const auto p = r.json().as_object();
+  EXPECT_EQ(p.at("decline_code").as_string(), "card_declined");
+  EXPECT_THAT(std::string(p.at("charge_id").as_string()), HasSubstr("ch_"));
+  EXPECT_TRUE(Ledger().empty());
+  EXPECT_EQ(db_->Scalar("SELECT status FROM charges"), "failed");
+}
+
+TEST_F(ChargeApiE2E, UnknownOutcomeIs202PendingAndGetShowsIt) {
+  SetFaults(R"({"timeout_rate": 1.0, "timeout_delay_ms": 3000})");
+  const auto r = Post("slow-1", ChargeBody());
+  ASSERT_EQ(r.status(), 202u) << r.response.body();
+  const auto charge = r.json().as_object();
+  EXPECT_EQ(charge.at("status").as_string(), "pending");
+  const auto id = std::string(charge.at("id").as_string());
+  const auto got = client_->Get("/v1/charges/" + id, {{"Authorization", std::string("Bearer ") + kApiKey1}});
+  ASSERT_EQ(got.status(), 200u);
+  EXPECT_EQ(got.json().at("status").as_string(), "pending");
+  // Each attempt is on record with what it proved.
+  EXPECT_EQ(db_->Scalar("SELECT count(*) > 0 AND bool_and(evidence = 'unknown' AND outcome = 'timed_out') "
+                        "FROM acquirer_attempts"),
+            "t");
+}
+
+TEST_F(ChargeApiE2E, RepeatIsReplayedByteForByteWithReplayHeader) {
+  const auto first = Post("replay-1", ChargeBody());
+  ASSERT_EQ(first.status(), 201u);
+  const auto again = Post("replay-1", ChargeBody());
+  EXPECT_EQ(again.status(), 201u);
+  EXPECT_EQ(again.response.body(), first.response.body());
+  EXPECT_EQ(again.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(again.header("Location"), first.header("Location"));
+  const auto declined = Post("replay-2", ChargeBody(100, "pm_tok_insufficient"));
+  const auto declined_again = Post("replay-2", ChargeBody(100, "pm_tok_insufficient"));
+  EXPECT_EQ(declined_again.status(), 402u);
+  EXPECT_EQ(declined_again.response.body(), declined.response.body());
+  EXPECT_EQ(declined_again.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(LedgerCaptures(std::string(kMerchant1) + ":replay-1"), 1u);
+}
+
+TEST_F(ChargeApiE2E, RepeatWhileFirstInFlightIs409WithRetryAfter) {
+  SetFaults(R"({"latency": {"distribution": "fixed", "ms": 700}})");  // under the 1 s acquirer timeout
+  std::thread first([&] {
+    HttpTestClient c(api_->port(), "127.0.0.1", 30s);
+    EXPECT_EQ(c.Post("/v1/charges", ChargeBody(), ChargeHeaders("inflight-1")).status(), 201u);
+  });
+  ASSERT_TRUE(Eventually([&] { return db_->Scalar("SELECT count(*) FROM charges") == "1"; }));
+  const auto r = Post("inflight-1", ChargeBody());
+  first.join();
+  EXPECT_EQ(r.status(), 409u) << r.response.body();
+  EXPECT_EQ(r.header("Content-Type"), "application/problem+json");
+  EXPECT_GE(std::stoi(r.header("Retry-After")), 1);
+  EXPECT_EQ(LedgerCaptures(std::string(kMerchant1) + ":inflight-1"), 1u);
+}
+
+TEST_F(ChargeApiE2E, SameKeyOtherParametersIs422AndChargesNothing) {
+  SetFaults(R"({"timeout_rate": 1.0, "timeout_delay_ms": 3000})");
+  ASSERT_EQ(Post("reuse-1", ChargeBody(100)).status(), 202u);
+  SetFaults("{}");
+  const auto r = Post("reuse-1", ChargeBody(999));
+  EXPECT_EQ(r.status(), 422u) << r.response.body();
+  EXPECT_EQ(r.header("Content-Type"), "application/problem+json");
+  // The timed-out capture of the first request may have landed; the 422 added nothing.
+  const auto before = Ledger().size();
+  EXPECT_EQ(Post("reuse-1", ChargeBody(999)).status(), 422u);
+  EXPECT_EQ(Ledger().size(), before);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "1");
+}
+
+TEST_F(ChargeApiE2E, TwoMerchantsWithTheSameKeyGetIndependentCharges) {
+  const auto a = Post("shared-key", ChargeBody(100));
+  const auto b = Post("shared-key", ChargeBody(200), kApiKey2);
+  ASSERT_EQ(a.status(), 201u);
+  ASSERT_EQ(b.status(), 201u);
+  EXPECT_NE(a.json().at("id"), b.json().at("id"));
+  EXPECT_EQ(LedgerCaptures(std::string(kMerchant1) + ":shared-key"), 1u);
+  EXPECT_EQ(LedgerCaptures(std::string(kMerchant2) + ":shared-key"), 1u);
+  // Neither merchant can see the other's charge, by id or by key.
+  const auto id_a = std::string(a.json().at("id").as_string());
+  EXPECT_EQ(client_->Get("/v1/charges/" + id_a, {{"Authorization", std::string("Bearer ") + kApiKey2}}).status(),
+            404u);
+  const auto by_key = client_->Get("/v1/charges?idempotency_key=shared-key",
+                                   {{"Authorization", std::string("Bearer ") + kApiKey2}});
+  ASSERT_EQ(by_key.status(), 200u);
+  EXPECT_EQ(by_key.json().at("id"), b.json().at("id"));
+  EXPECT_EQ(client_->Get("/v1/charges?idempotency_key=nope", {{"Authorization", std::string("Bearer ") + kApiKey1}})
+                .status(),
+            404u);
+}
+
+TEST_F(ChargeApiE2E, BadRequestsAreRefusedWithProblemJsonAndChangeNothing) {
+  const auto missing_key = client_->Post("/v1/charges", ChargeBody(),
+                                         {{"Authorization", std::string("Bearer ") + kApiKey1},
+                                          {"Content-Type", "application/json"}});
+  EXPECT_EQ(missing_key.status(), 400u);
+  EXPECT_EQ(Post(std::string(256, 'k'), ChargeBody()).status(), 400u);
+  EXPECT_EQ(Post("has space", ChargeBody()).status(), 400u);
+
+  const std::pair<std::string, std::string> bad_bodies[] = {
+      {R"({"amount": 0, "currency": "BRL", "order_id": "o", "payment_method": "p"})", "amount"},
+      {R"({"amount": 10, "currency": "brl", "order_id": "o", "payment_method": "p"})", "currency"},
+      {R"({"amount": 10, "currency": "BRL", "payment_method": "p"})", "order_id"},
+      {R"({"amount": 10, "currency": "BRL", "order_id": "o", "payment_method": "p", "extra": 1})", "extra"},
+      {R"({"amount": 10, "currency": "BRL", "order_id": "o")", "body"},
+  };
+  for (const auto& [body, field] : bad_bodies) {
+    const auto r = Post("bad-body", body);
+    EXPECT_EQ(r.status(), 400u) << body;
+    EXPECT_EQ(r.header("Content-Type"), "application/problem+json");
+    EXPECT_EQ(r.json().at("field").as_string(), field) << body;
+  }
+
+  EXPECT_EQ(Post("no-auth", ChargeBody(), "sk_test_unknown").status(), 401u);
+  const auto no_auth = client_->Post("/v1/charges", ChargeBody(),
+                                     {{"Content-Type", "application/json"}, {"Idempotency-Key", "x"}});
+  EXPECT_EQ(no_auth.status(), 401u);
+
+  const auto text = client_->Post("/v1/charges", ChargeBody(),
+                                  {{"Authorization", std::string("Bearer ") + kApiKey1},
+                                   {"Content-Type", "text/plain"},
+                                   {"Idempotency-Key", "text-1"}});
+  EXPECT_EQ(text.status(), 415u);
+
+  HttpTestClient big(api_->port());
+  const auto too_large = big.Post("/v1/charges", std::string(17 * 1024, ' ') + ChargeBody(), ChargeHeaders("big-1"));
+  EXPECT_EQ(too_large.status(), 413u);
+
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "0");
+  EXPECT_TRUE(Ledger().empty());
+}
+
+TEST_F(ChargeApiE2E, HealthReadinessAndMetrics) {
+  EXPECT_EQ(client_->Get("/healthz").status(), 200u);
+  EXPECT_EQ(client_->Get("/readyz").status(), 200u);
+  ASSERT_EQ(Post("metrics-1", ChargeBody()).status(), 201u);
+  const auto metrics = client_->Get("/metrics");
+  ASSERT_EQ(metrics.status(), 200u);
+  const auto& text = metrics.response.body();
+  EXPECT_THAT(text, HasSubstr(R"(charge_api_http_requests_total{method="POST",route="/v1/charges",status="201"} 1)"));
+  EXPECT_THAT(text, HasSubstr(R"(charge_api_charges_total{outcome="captured"} 1)"));
+  EXPECT_THAT(text, HasSubstr("charge_api_acquirer_call_duration_seconds_bucket"));
+  EXPECT_THAT(text, HasSubstr("charges_pending_overdue"));
+}
+
+TEST_F(ChargeApiE2E, ConcurrentIdenticalRequestsAcrossTwoInstancesCaptureOnce) {
+  SetFaults(R"({"latency": {"distribution": "fixed", "ms": 500}})");
+  auto second = StartApi();
+  constexpr int kRequests = 32;
+  std::latch start(kRequests);
+  std::mutex m;
+  std::vector<unsigned> statuses;
+  std::vector<std::string> created_bodies;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      HttpTestClient c(i % 2 == 0 ? api_->port() : second->port(), "127.0.0.1", 30s);
+      start.arrive_and_wait();
+      const auto r = c.Post("/v1/charges", ChargeBody(), ChargeHeaders("race-1"));
+      std::lock_guard lock(m);
+      statuses.push_back(r.ok() ? r.status() : 0);
+      if (r.ok() && r.status() == 201) created_bodies.push_back(r.response.body());
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto s : statuses) EXPECT_THAT(s, AnyOf(201u, 409u));
+  ASSERT_FALSE(created_bodies.empty());
+  for (const auto& body : created_bodies) EXPECT_EQ(body, created_bodies.front());
+  EXPECT_EQ(LedgerCaptures(std::string(kMerchant1) + ":race-1"), 1u);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "1");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox"), "2");
+}
+
+TEST_F(ChargeApiE2E, DatabaseDownBeforeTheIntentIs503AndNothingIsSent) {
+  // Warm the API key cache, then take the database away from this instance.
+  ASSERT_EQ(client_->Get("/v1/charges?idempotency_key=warm", {{"Authorization", std::string("Bearer ") + kApiKey1}})
+                .status(),
+            404u);
+  db_->ExecuteAsAdmin("ALTER DATABASE " + db_->name() + " ALLOW_CONNECTIONS false");
+  db_->ExecuteAsAdmin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + db_->name() + "'");
+  const auto r = Post("down-1", ChargeBody());
+  EXPECT_EQ(r.status(), 503u) << r.response.body();
+  EXPECT_EQ(r.header("Retry-After"), "1");
+  EXPECT_TRUE(Ledger().empty());
+  EXPECT_EQ(client_->Get("/readyz").status(), 503u);
+}
+
+class ChargeApiCrashE2E : public ChargeApiE2E, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(ChargeApiCrashE2E, CrashAtFailpointLosesNothingAndChargesOnce) {
+  api_ = StartApi({{"FAILPOINTS", std::string(GetParam()) + "=crash"}});
+  client_ = std::make_unique<HttpTestClient>(api_->port(), "127.0.0.1", 30s);
+  const auto crashed = Post("crash-1", ChargeBody());
+  EXPECT_FALSE(crashed.ok()) << "the request should die with the process, got " << crashed.status();
+  const auto exit = api_->process().Wait(10s);
+  EXPECT_EQ(exit.term_signal, SIGKILL);
+
+  api_ = StartApi();
+  const auto r = RetryLikeAClient("crash-1", ChargeBody());
+  ASSERT_TRUE(r.ok()) << r.error.message() << "\n" << api_->Output();
+  ASSERT_EQ(r.status(), 201u) << r.response.body();
+  const auto id = std::string(r.json().at("id").as_string());
+  EXPECT_EQ(LedgerCaptures(std::string(kMerchant1) + ":crash-1"), 1u);
+  EXPECT_EQ(TerminalEvents(id), "1");
+  EXPECT_EQ(db_->Scalar("SELECT status FROM charges"), "captured");
+}
+
+INSTANTIATE_TEST_SUITE_P(Failpoints, ChargeApiCrashE2E,
+                         ::testing::Values("charge.before_intent_commit", "charge.after_intent_commit",
+                                           "charge.after_acquirer_response"),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           for (auto& c : name) c = c == '.' ? '_' : c;
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace charge_outbox::testing
