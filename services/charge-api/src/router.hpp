@@ -36,6 +36,16 @@ class Router {
   ChargeApiProbe& probe_;
 };
 
+// Every route charge-api serves, as (method, path template): the list docs/openapi.yaml is checked against.
+struct RouteSpec {
+  const char* method;
+  const char* path;
+};
+inline constexpr RouteSpec kRoutes[] = {
+    {"post", "/v1/charges"}, {"get", "/v1/charges"}, {"get", "/v1/charges/{id}"},
+    {"get", "/healthz"},     {"get", "/readyz"},     {"get", "/metrics"},
+};
+
 // True for "application/json" with any parameters (charset), in any letter case.
 bool IsJsonMediaType(std::string_view content_type);
 
