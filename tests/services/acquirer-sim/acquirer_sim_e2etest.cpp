@@ -357,7 +357,7 @@ TEST_F(AcquirerSimE2E, ListPagesThroughATimeWindowInCreationOrder) {
   ASSERT_EQ(seen.size(), 7u);
   for (std::size_t i = 0; i < 7; ++i) EXPECT_EQ(seen[i], created[i].at("id").as_string());
 
-  // created_from inclusive, created_to exclusive; '+' offsets must be percent-encoded in a query.
+  // created_from inclusive, created_to exclusive.
   const std::string from(created[2].at("created_at").as_string());
   const std::string to(created[5].at("created_at").as_string());
   const auto window = client_->Get("/v1/captures?created_from=" + from + "&created_to=" + to, Auth(kKeyA));
@@ -367,6 +367,11 @@ TEST_F(AcquirerSimE2E, ListPagesThroughATimeWindowInCreationOrder) {
   EXPECT_EQ(data[0].at("id"), created[2].at("id"));
   EXPECT_EQ(data[2].at("id"), created[4].at("id"));
   EXPECT_TRUE(window.json().at("next_page_token").is_null());
+
+  // A numeric offset, '+' sent as is: the same instant as the Z form.
+  const auto offset = client_->Get("/v1/captures?created_from=2000-01-01T03:00:00+03:00&limit=1", Auth(kKeyA));
+  ASSERT_EQ(offset.status(), 200u) << offset.response.body();
+  EXPECT_EQ(offset.json().at("data").at(0).at("id"), created[0].at("id"));
 
   const auto bad_time = client_->Get("/v1/captures?created_from=yesterday", Auth(kKeyA));
   EXPECT_EQ(bad_time.status(), 400u);
