@@ -1,0 +1,82 @@
+// Event publisher: sends a batch of messages to a Kafka topic and says, message by message, whether the
+// broker persisted it. RdKafkaPublisher is the librdkafka implementation; no librdkafka type crosses
+// this header.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace charge_outbox::kafka {
+
+struct Message {
+  std::string key;
+  std::string value;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// What happened to one message. Only kDelivered means the broker persisted it; every other status leaves
+// the message unpublished for the caller.
+enum class DeliveryStatus {
+  kDelivered,
+  kRetriable,  // not persisted, or not known to be (timed out, broker unreachable, topic missing): send again
+  kPermanent,  // the broker or client refuses this message itself (too large, invalid): sending again fails
+  kFatal,      // the producer is unusable (rd_kafka_fatal_error): the process must restart
+  kAbandoned,  // the caller cancelled before a delivery report arrived: unknown, treat as not delivered
+};
+
+struct DeliveryResult {
+  DeliveryStatus status = DeliveryStatus::kAbandoned;
+  std::string error;  // empty when delivered
+};
+
+enum class TopicErrc { kNone, kUnavailable, kRefused };
+struct TopicResult {
+  TopicErrc code = TopicErrc::kNone;
+  std::string detail;
+};
+
+class EventPublisher {
+ public:
+  virtual ~EventPublisher() = default;
+
+  // Produces every message, in order, and waits until each has a delivery report, or `cancel` becomes
+  // true (checked every 100 ms). Returns one result per message, in the same order.
+  virtual std::vector<DeliveryResult> PublishBatch(const std::vector<Message>& messages,
+                                                   const std::atomic<bool>& cancel) = 0;
+
+  // Creates the topic if it does not exist (an existing one is left as it is).
+  virtual TopicResult EnsureTopic(int partitions, int replication_factor, std::chrono::milliseconds timeout) = 0;
+
+  // Set once a fatal producer error happened; the publisher is then unusable.
+  virtual bool fatal() const = 0;
+  virtual std::string fatal_reason() const = 0;
+};
+
+struct RdKafkaOptions {
+  std::string bootstrap_servers;
+  std::string topic;
+  // librdkafka properties (security.protocol, sasl.*, ssl.*, compression.type, linger.ms, ...), applied
+  // before the ones the relay's guarantees depend on, which always win: enable.idempotence=true,
+  // acks=all, partitioner=murmur2_random (Java's key -> partition mapping).
+  std::map<std::string, std::string> properties;
+};
+
+// Thrown by MakeRdKafkaPublisher (start-up only) when a property is unknown or invalid.
+class KafkaConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thread safety: PublishBatch and EnsureTopic are called from one thread at a time; fatal() from any.
+std::unique_ptr<EventPublisher> MakeRdKafkaPublisher(RdKafkaOptions options);
+
+// The librdkafka version string, for the start-up log.
+std::string LibraryVersion();
+
+}  // namespace charge_outbox::kafka

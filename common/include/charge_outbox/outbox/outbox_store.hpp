@@ -1,0 +1,141 @@
+// Outbox store: every statement on the `outbox` table except the inserts the charge store makes with
+// each state change. Two roles, each on a dedicated PostgreSQL session of its own:
+//
+//   RelaySession   what one relay replica does: membership, shard ownership (session advisory locks),
+//                  LISTEN for new events, claiming the next events of its shards, marking them published,
+//                  parking poison rows.
+//   OutboxAdmin    what anybody may do: backlog figures for the lag gauge, partitions and retention, and
+//                  the parked-row commands (list, retry, skip).
+//
+// Both are synchronous: the relay is one loop on one thread, and a session holding advisory locks must
+// stay one connection for its whole life (a pool would hand statements to other sessions). No libpqxx
+// type crosses this header. Design and ordering proof: docs/outbox-relay.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "charge_outbox/db/database.hpp"
+
+namespace charge_outbox::outbox {
+
+using db::DbErrc;
+using db::DbError;
+using db::DbResult;
+
+inline constexpr int kShardCount = 256;  // outbox_shard() in migration 0002
+
+// One unpublished event, as the relay needs it to build a Kafka message.
+struct OutboxEvent {
+  std::string id;           // uuid: ce_id
+  std::string aggregateid;  // charge id: the Kafka key and ce_subject
+  std::string type;         // ce_type
+  std::string payload;      // JSON text: the Kafka value
+  int sequence = 0;
+  int shard = 0;
+  std::int64_t position = 0;
+  std::string traceparent;  // empty when the row has none
+  std::string time;         // created_at, RFC 3339 UTC with milliseconds: ce_time
+  std::string created_at;   // created_at exactly as PostgreSQL prints it in UTC: part of the row's key
+};
+
+// What a relay owns after a rebalance.
+struct ShardAssignment {
+  std::vector<int> owned;  // ascending
+  int members = 0;         // live relay sessions on this database, this one included
+  int rank = 0;            // this session's place among them (0-based)
+};
+
+// Ordering of a rebalance: each session is a member while its session lives; member i of n should own
+// the shards s with s % n == i. Advisory locks make ownership exclusive, so a shard another member
+// still holds is simply not taken until that member lets it go.
+class RelaySession {
+ public:
+  virtual ~RelaySession() = default;
+
+  // Connects (a closed or broken session is reopened), joins as a member and LISTENs. Every shard held
+  // before is lost by reopening: the caller starts from an empty assignment.
+  virtual DbResult<void> Open() = 0;
+  virtual bool IsOpen() const = 0;
+  // Closes the session; the server releases its locks with it.
+  virtual void Close() = 0;
+
+  // Releases the shards this member should no longer own and tries to lock the ones it should.
+  virtual DbResult<ShardAssignment> Rebalance() = 0;
+
+  // Up to `limit` events of the owned shards that may be published now: unpublished, not parked, and
+  // the first unpublished event of their charge (so at most one event per charge, and never event N+1
+  // while N is unpublished or parked). Empty `shards` returns nothing.
+  virtual DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit) = 0;
+
+  // Marks these events published (they were delivered); returns how many rows changed.
+  virtual DbResult<std::int64_t> MarkPublished(const std::vector<const OutboxEvent*>& events) = 0;
+
+  // Parks an event Kafka refused permanently, with the error text for the operator.
+  virtual DbResult<void> Park(const OutboxEvent& event, const std::string& error) = 0;
+
+  // Waits up to `timeout` for an insert notification; true if one arrived (or was already pending).
+  virtual DbResult<bool> WaitForInsert(std::chrono::milliseconds timeout) = 0;
+};
+
+// `application_name` shows in pg_stat_activity; each RelaySession is one connection.
+std::unique_ptr<RelaySession> MakePgRelaySession(std::string database_url, std::string application_name);
+
+struct BacklogStats {
+  std::int64_t unpublished = 0;  // parked rows included
+  std::int64_t parked = 0;
+  double oldest_age_seconds = 0;  // age of the oldest unpublished event; 0 when there is none
+};
+
+struct ParkedEvent {
+  std::string id;
+  std::string aggregateid;
+  std::string type;
+  int sequence = 0;
+  std::string created_at;  // RFC 3339
+  std::string parked_at;   // RFC 3339
+  std::string error;
+  std::int64_t payload_bytes = 0;
+};
+
+enum class ParkedChange {
+  kDone,
+  kNotParked,  // no parked, unpublished event has that id
+};
+
+struct RetentionReport {
+  int partitions_created = 0;
+  std::vector<std::string> dropped;           // partitions dropped: every row in them was published
+  std::vector<std::string> kept_unpublished;  // past retention, kept because a row is still unpublished
+  std::int64_t default_rows_deleted = 0;      // published rows past retention removed from outbox_default
+  bool skipped = false;                       // another session was running retention at the same time
+};
+
+struct RetentionPolicy {
+  int retention_days = 7;    // a day's partition goes once all its rows are older than this
+  int days_ahead = 7;        // partitions exist from yesterday to today + days_ahead
+  std::chrono::milliseconds lock_timeout{500};  // detaching waits at most this for the table lock
+};
+
+class OutboxAdmin {
+ public:
+  virtual ~OutboxAdmin() = default;
+
+  virtual DbResult<BacklogStats> Backlog() = 0;
+  // Creates partitions ahead and drops old, fully published ones; one session at a time does it.
+  virtual DbResult<RetentionReport> RunRetention(const RetentionPolicy& policy) = 0;
+
+  virtual DbResult<std::vector<ParkedEvent>> ListParked(int limit) = 0;
+  // Unparks the event: the relay sends it again, then the charge's later events.
+  virtual DbResult<ParkedChange> RetryParked(const std::string& id) = 0;
+  // Gives up on the event: marked published (and skipped) without being sent; later events flow.
+  virtual DbResult<ParkedChange> SkipParked(const std::string& id) = 0;
+};
+
+std::unique_ptr<OutboxAdmin> MakePgOutboxAdmin(std::string database_url, std::string application_name);
+
+}  // namespace charge_outbox::outbox

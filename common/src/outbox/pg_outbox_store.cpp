@@ -1,0 +1,468 @@
+// PgRelaySession and PgOutboxAdmin: the outbox table's SQL. Each instance owns one libpqxx connection,
+// used from one thread at a time.
+#include <pqxx/pqxx>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "charge_outbox/outbox/outbox_store.hpp"
+#include "db/db_errors.hpp"
+
+namespace charge_outbox::outbox {
+namespace {
+
+// Advisory lock namespaces (the first key of the two-int4 form, so pg_locks shows it as classid).
+// Arbitrary, but fixed forever: every replica of every release must agree on them.
+constexpr int kMemberLockSpace = 0x0B0C0001;     // key 2: the member id of one relay session
+constexpr int kShardLockSpace = 0x0B0C0002;      // key 2: the shard
+constexpr int kRetentionLockSpace = 0x0B0C0003;  // key 2: 0; one retention run at a time
+
+constexpr const char* kNotifyChannel = "outbox_inserted";
+
+constexpr const char* kClaim = "outbox_claim";
+constexpr const char* kMark = "outbox_mark";
+constexpr const char* kPark = "outbox_park";
+constexpr const char* kMembers = "outbox_members";
+constexpr const char* kLockShards = "outbox_lock_shards";
+constexpr const char* kUnlockShards = "outbox_unlock_shards";
+
+const std::pair<const char*, const char*> kRelayStatements[] = {
+    // Per shard, in position order, the events whose charge has no earlier unpublished event: so one event
+    // per charge at most, and a parked event holds back its charge's later ones. Each shard is one probe of
+    // outbox_unpublished (per partition); the order across shards does not matter (see docs).
+    {kClaim,
+     "SELECT c.id::text, c.aggregateid, c.type, c.payload::text, c.sequence, c.shard, c.position,"
+     "       COALESCE(c.traceparent, ''), rfc3339(c.created_at), c.created_at::text"
+     " FROM unnest($1::smallint[]) AS s(shard)"
+     " CROSS JOIN LATERAL ("
+     "   SELECT o.* FROM outbox o"
+     "   WHERE o.shard = s.shard AND o.published_at IS NULL AND o.parked_at IS NULL"
+     "     AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.aggregateid = o.aggregateid"
+     "                     AND e.published_at IS NULL AND e.sequence < o.sequence)"
+     "   ORDER BY o.position LIMIT $2) c"
+     " LIMIT $2"},
+    // The created_at range lets PostgreSQL skip the partitions that cannot hold these ids.
+    {kMark,
+     "UPDATE outbox SET published_at = now()"
+     " WHERE id = ANY($1::uuid[]) AND created_at BETWEEN $2::timestamptz AND $3::timestamptz"
+     "   AND published_at IS NULL"},
+    {kPark,
+     "UPDATE outbox SET parked_at = now(), park_error = $3"
+     " WHERE id = $1::uuid AND created_at = $2::timestamptz AND published_at IS NULL"},
+    // Members are the sessions holding a member lock on this database: a session that dies leaves at once.
+    {kMembers,
+     "SELECT objid::bigint FROM pg_locks"
+     " WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::bigint::oid"
+     "   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+     " ORDER BY objid"},
+    {kLockShards, "SELECT s FROM unnest($1::int[]) AS s WHERE pg_try_advisory_lock($2::int, s)"},
+    {kUnlockShards, "SELECT count(*) FILTER (WHERE pg_advisory_unlock($2::int, s)) FROM unnest($1::int[]) AS s"},
+};
+
+std::string IntArray(const std::vector<int>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(values[i]);
+  }
+  out += '}';
+  return out;
+}
+
+std::vector<int> ReadInts(const pqxx::result& r) {
+  std::vector<int> out;
+  out.reserve(r.size());
+  for (const auto& row : r) out.push_back(row[0].as<int>());
+  return out;
+}
+
+// Opens a connection that is never silently reopened: libpqxx 6 would otherwise reconnect a broken
+// session behind our back, and a new session holds none of the old one's advisory locks.
+std::unique_ptr<pqxx::connection> Connect(const std::string& url, const std::string& application_name) {
+  std::string full = url;
+  if (!application_name.empty()) {
+    full += (full.find('?') == std::string::npos ? "?" : "&");
+    full += "application_name=" + application_name;
+  }
+  auto conn = std::make_unique<pqxx::connection>(full);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  conn->inhibit_reactivation(true);
+#pragma GCC diagnostic pop
+  pqxx::nontransaction tx(*conn);
+  // created_at travels back to us as text (part of a row's key): one fixed time zone makes it exact.
+  tx.exec("SET TIME ZONE 'UTC'");
+  return conn;
+}
+
+class InsertReceiver final : public pqxx::notification_receiver {
+ public:
+  InsertReceiver(pqxx::connection& conn, bool& flag) : pqxx::notification_receiver(conn, kNotifyChannel), flag_(flag) {}
+  void operator()(const std::string&, int) override { flag_ = true; }
+
+ private:
+  bool& flag_;
+};
+
+class PgRelaySession final : public RelaySession {
+ public:
+  PgRelaySession(std::string url, std::string application_name)
+      : url_(std::move(url)), application_name_(std::move(application_name)) {}
+  ~PgRelaySession() override { Close(); }
+
+  DbResult<void> Open() override {
+    Close();
+    try {
+      conn_ = Connect(url_, application_name_);
+      for (const auto& [name, sql] : kRelayStatements) conn_->prepare(name, sql);
+      receiver_ = std::make_unique<InsertReceiver>(*conn_, notified_);
+      backend_pid_ = conn_->backendpid();
+      std::mt19937 random(std::random_device{}());
+      std::uniform_int_distribution<int> ids(1, 0x7FFFFFFF);
+      pqxx::nontransaction tx(*conn_);
+      for (int attempt = 0; attempt < 16 && member_id_ == 0; ++attempt) {
+        const int candidate = ids(random);
+        if (tx.exec_params1("SELECT pg_try_advisory_lock($1::int, $2::int)", kMemberLockSpace, candidate)[0]
+                .as<bool>()) {
+          member_id_ = candidate;
+        }
+      }
+      if (member_id_ == 0) throw std::runtime_error("no free relay member id after 16 tries");
+      // Anything inserted before LISTEN took effect has no notification: the first claim finds it.
+      notified_ = true;
+      return {};
+    } catch (...) {
+      auto error = db::CurrentDbError();
+      Close();
+      return error;
+    }
+  }
+
+  bool IsOpen() const override { return conn_ != nullptr && conn_->is_open(); }
+
+  void Close() override {
+    receiver_.reset();
+    held_.clear();
+    member_id_ = 0;
+    if (conn_) {
+      try {
+        conn_->disconnect();
+      } catch (...) {
+        // Closing a broken connection has nothing left to report.
+      }
+      conn_.reset();
+    }
+  }
+
+  DbResult<ShardAssignment> Rebalance() override {
+    return Guarded<ShardAssignment>([&] {
+      pqxx::nontransaction tx(*conn_);
+      std::vector<std::int64_t> members;
+      for (const auto& row : tx.exec_prepared(kMembers, kMemberLockSpace)) members.push_back(row[0].as<std::int64_t>());
+      ShardAssignment a;
+      a.members = static_cast<int>(members.size());
+      const auto me = std::find(members.begin(), members.end(), member_id_);
+      // Our own lock must be there (the session is alive); if pg_locks lags, count ourselves in.
+      if (me == members.end()) {
+        members.push_back(member_id_);
+        std::sort(members.begin(), members.end());
+        a.members = static_cast<int>(members.size());
+      }
+      a.rank = static_cast<int>(std::find(members.begin(), members.end(), member_id_) - members.begin());
+      std::vector<int> release;
+      std::vector<int> wanted;
+      for (int s = 0; s < kShardCount; ++s) {
+        const bool mine = s % a.members == a.rank;
+        if (mine && !held_.contains(s)) wanted.push_back(s);
+        if (!mine && held_.contains(s)) release.push_back(s);
+      }
+      if (!release.empty()) {
+        tx.exec_prepared(kUnlockShards, IntArray(release), kShardLockSpace);
+        for (int s : release) held_.erase(s);
+      }
+      if (!wanted.empty()) {
+        for (int s : ReadInts(tx.exec_prepared(kLockShards, IntArray(wanted), kShardLockSpace))) held_.insert(s);
+      }
+      a.owned.assign(held_.begin(), held_.end());
+      return a;
+    });
+  }
+
+  DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit) override {
+    if (shards.empty()) return std::vector<OutboxEvent>{};
+    return Guarded<std::vector<OutboxEvent>>([&] {
+      pqxx::nontransaction tx(*conn_);
+      const auto r = tx.exec_prepared(kClaim, IntArray(shards), limit);
+      std::vector<OutboxEvent> out;
+      out.reserve(r.size());
+      for (const auto& row : r) {
+        OutboxEvent e;
+        e.id = row[0].as<std::string>();
+        e.aggregateid = row[1].as<std::string>();
+        e.type = row[2].as<std::string>();
+        e.payload = row[3].as<std::string>();
+        e.sequence = row[4].as<int>();
+        e.shard = row[5].as<int>();
+        e.position = row[6].as<std::int64_t>();
+        e.traceparent = row[7].as<std::string>();
+        e.time = row[8].as<std::string>();
+        e.created_at = row[9].as<std::string>();
+        out.push_back(std::move(e));
+      }
+      return out;
+    });
+  }
+
+  DbResult<std::int64_t> MarkPublished(const std::vector<const OutboxEvent*>& events) override {
+    if (events.empty()) return std::int64_t{0};
+    return Guarded<std::int64_t>([&] {
+      std::string ids = "{";
+      // Text compares right here: the strings are PostgreSQL's own ISO output in one zone and format.
+      std::string lo = events.front()->created_at;
+      std::string hi = lo;
+      for (std::size_t i = 0; i < events.size(); ++i) {
+        if (i > 0) ids += ',';
+        ids += events[i]->id;
+        lo = std::min(lo, events[i]->created_at);
+        hi = std::max(hi, events[i]->created_at);
+      }
+      ids += '}';
+      pqxx::work tx(*conn_);
+      const auto r = tx.exec_prepared(kMark, ids, lo, hi);
+      tx.commit();
+      return static_cast<std::int64_t>(r.affected_rows());
+    });
+  }
+
+  DbResult<void> Park(const OutboxEvent& event, const std::string& error) override {
+    auto parked = Guarded<bool>([&] {
+      pqxx::nontransaction tx(*conn_);
+      tx.exec_prepared(kPark, event.id, event.created_at, error);
+      return true;
+    });
+    if (!parked) return parked.error();
+    return {};
+  }
+
+  DbResult<bool> WaitForInsert(std::chrono::milliseconds timeout) override {
+    return Guarded<bool>([&] {
+      conn_->get_notifs();
+      if (!notified_ && timeout.count() > 0) {
+        conn_->await_notification(static_cast<long>(timeout.count() / 1000), static_cast<long>(timeout.count() % 1000) * 1000);
+      }
+      const bool woke = notified_;
+      notified_ = false;
+      return woke;
+    });
+  }
+
+ private:
+  // Runs `job` on the open session; any failure is converted, and a session that broke (or was
+  // silently replaced) is closed, so that the caller reopens it and starts over with no shards.
+  template <typename T, typename Job>
+  DbResult<T> Guarded(Job job) {
+    if (!IsOpen()) return DbError{DbErrc::kUnavailable, "relay session is not open"};
+    try {
+      T value = job();
+      if (conn_->backendpid() != backend_pid_) {
+        Close();
+        return DbError{DbErrc::kUnavailable, "relay session was replaced"};
+      }
+      return value;
+    } catch (...) {
+      auto error = db::CurrentDbError();
+      if (error.code == DbErrc::kUnavailable || error.code == DbErrc::kInDoubt || !conn_->is_open()) Close();
+      return error;
+    }
+  }
+
+
+  std::string url_;
+  std::string application_name_;
+  std::unique_ptr<pqxx::connection> conn_;
+  std::unique_ptr<InsertReceiver> receiver_;
+  bool notified_ = false;
+  int backend_pid_ = 0;
+  int member_id_ = 0;
+  std::set<int> held_;
+};
+
+class PgOutboxAdmin final : public OutboxAdmin {
+ public:
+  PgOutboxAdmin(std::string url, std::string application_name)
+      : url_(std::move(url)), application_name_(std::move(application_name)) {}
+
+  DbResult<BacklogStats> Backlog() override {
+    return Run<BacklogStats>([](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      const auto row = tx.exec1(
+          "SELECT count(*), count(*) FILTER (WHERE parked_at IS NOT NULL),"
+          "       COALESCE(extract(epoch FROM clock_timestamp() - min(created_at)), 0)::float8"
+          " FROM outbox WHERE published_at IS NULL");
+      return BacklogStats{.unpublished = row[0].as<std::int64_t>(),
+                          .parked = row[1].as<std::int64_t>(),
+                          .oldest_age_seconds = std::max(0.0, row[2].as<double>())};
+    });
+  }
+
+  DbResult<RetentionReport> RunRetention(const RetentionPolicy& policy) override {
+    return Run<RetentionReport>([&](pqxx::connection& conn) {
+      RetentionReport report;
+      {
+        pqxx::nontransaction tx(conn);
+        if (!tx.exec_params1("SELECT pg_try_advisory_lock($1::int, 0)", kRetentionLockSpace)[0].as<bool>()) {
+          report.skipped = true;
+          return report;
+        }
+      }
+      struct Unlock {
+        pqxx::connection& conn;
+        ~Unlock() {
+          try {
+            pqxx::nontransaction tx(conn);
+            tx.exec_params("SELECT pg_advisory_unlock($1::int, 0)", kRetentionLockSpace);
+          } catch (...) {
+            // A broken session released the lock with itself.
+          }
+        }
+      } unlock{conn};
+
+      {
+        pqxx::nontransaction tx(conn);
+        report.partitions_created =
+            tx.exec_params1("SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
+                            " (now() AT TIME ZONE 'UTC')::date + $1::int)",
+                            policy.days_ahead)[0]
+                .as<int>();
+      }
+      // Day partitions whose whole day is older than the retention period. The name carries the day
+      // (outbox_ensure_partitions names them); anything else attached to outbox is not ours to drop.
+      std::vector<std::string> candidates;
+      {
+        pqxx::nontransaction tx(conn);
+        const auto r = tx.exec_params(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+            " WHERE i.inhparent = 'outbox'::regclass AND c.relname ~ '^outbox_[0-9]{8}$'"
+            "   AND to_date(substr(c.relname, 8), 'YYYYMMDD') + 1 <= (now() AT TIME ZONE 'UTC')::date - $1::int"
+            " ORDER BY c.relname",
+            policy.retention_days);
+        for (const auto& row : r) candidates.push_back(row[0].as<std::string>());
+      }
+      for (const auto& part : candidates) {
+        const auto quoted = conn.quote_name(part);
+        {
+          // A cheap look first, without locks: most days past retention are long since published.
+          pqxx::nontransaction tx(conn);
+          if (tx.exec1("SELECT EXISTS (SELECT 1 FROM " + quoted + " WHERE published_at IS NULL)")[0].as<bool>()) {
+            report.kept_unpublished.push_back(part);
+            continue;
+          }
+        }
+        try {
+          // Detach first (it locks the partition and the parent briefly), then look again under that lock:
+          // nothing can become unpublished in between, and an unpublished row means roll back and keep.
+          pqxx::work tx(conn);
+          tx.exec("SET LOCAL lock_timeout = '" + std::to_string(policy.lock_timeout.count()) + "ms'");
+          tx.exec("ALTER TABLE outbox DETACH PARTITION " + quoted);
+          if (tx.exec1("SELECT EXISTS (SELECT 1 FROM " + quoted + " WHERE published_at IS NULL)")[0].as<bool>()) {
+            tx.abort();
+            report.kept_unpublished.push_back(part);
+            continue;
+          }
+          tx.exec("DROP TABLE " + quoted);
+          tx.commit();
+          report.dropped.push_back(part);
+        } catch (const pqxx::sql_error& e) {
+          // 55P03 lock_not_available: writers or long readers hold the table; the next run tries again.
+          if (e.sqlstate() != "55P03") throw;
+          spdlog::warn("outbox retention: {} is busy (lock timeout), trying again next run", part);
+        }
+      }
+      {
+        pqxx::work tx(conn);
+        const auto r = tx.exec_params(
+            "DELETE FROM outbox_default WHERE published_at IS NOT NULL"
+            "  AND created_at < ((now() AT TIME ZONE 'UTC')::date - $1::int)::timestamp AT TIME ZONE 'UTC'",
+            policy.retention_days);
+        tx.commit();
+        report.default_rows_deleted = static_cast<std::int64_t>(r.affected_rows());
+      }
+      return report;
+    });
+  }
+
+  DbResult<std::vector<ParkedEvent>> ListParked(int limit) override {
+    return Run<std::vector<ParkedEvent>>([&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      const auto r = tx.exec_params(
+          "SELECT id::text, aggregateid, type, sequence, rfc3339(created_at), rfc3339(parked_at),"
+          "       COALESCE(park_error, ''), octet_length(payload::text)"
+          " FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL"
+          " ORDER BY created_at, position LIMIT $1",
+          limit);
+      std::vector<ParkedEvent> out;
+      for (const auto& row : r) {
+        out.push_back(ParkedEvent{.id = row[0].as<std::string>(),
+                                  .aggregateid = row[1].as<std::string>(),
+                                  .type = row[2].as<std::string>(),
+                                  .sequence = row[3].as<int>(),
+                                  .created_at = row[4].as<std::string>(),
+                                  .parked_at = row[5].as<std::string>(),
+                                  .error = row[6].as<std::string>(),
+                                  .payload_bytes = row[7].as<std::int64_t>()});
+      }
+      return out;
+    });
+  }
+
+  DbResult<ParkedChange> RetryParked(const std::string& id) override {
+    return Change(id, "UPDATE outbox SET parked_at = NULL"
+                      " WHERE id = $1::uuid AND parked_at IS NOT NULL AND published_at IS NULL");
+  }
+
+  DbResult<ParkedChange> SkipParked(const std::string& id) override {
+    return Change(id, "UPDATE outbox SET published_at = now(), skipped_at = now()"
+                      " WHERE id = $1::uuid AND parked_at IS NOT NULL AND published_at IS NULL");
+  }
+
+ private:
+  DbResult<ParkedChange> Change(const std::string& id, const std::string& sql) {
+    return Run<ParkedChange>([&](pqxx::connection& conn) {
+      pqxx::work tx(conn);
+      const auto r = tx.exec_params(sql, id);
+      tx.commit();
+      return r.affected_rows() == 1 ? ParkedChange::kDone : ParkedChange::kNotParked;
+    });
+  }
+
+  template <typename T, typename Job>
+  DbResult<T> Run(Job job) {
+    try {
+      if (!conn_ || !conn_->is_open()) conn_ = Connect(url_, application_name_);
+      return job(*conn_);
+    } catch (...) {
+      auto error = db::CurrentDbError();
+      if (conn_ && !conn_->is_open()) conn_.reset();
+      if (error.code == DbErrc::kUnavailable) conn_.reset();
+      return error;
+    }
+  }
+
+  std::string url_;
+  std::string application_name_;
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+}  // namespace
+
+std::unique_ptr<RelaySession> MakePgRelaySession(std::string database_url, std::string application_name) {
+  return std::make_unique<PgRelaySession>(std::move(database_url), std::move(application_name));
+}
+
+std::unique_ptr<OutboxAdmin> MakePgOutboxAdmin(std::string database_url, std::string application_name) {
+  return std::make_unique<PgOutboxAdmin>(std::move(database_url), std::move(application_name));
+}
+
+}  // namespace charge_outbox::outbox
