@@ -1,0 +1,166 @@
+#include "relay_app.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/beast/http/field.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "charge_outbox/kafka/event_publisher.hpp"
+#include "charge_outbox/metrics/metrics.hpp"
+#include "charge_outbox/outbox/outbox_store.hpp"
+#include "relay_loop.hpp"
+#include "relay_probe.hpp"
+
+namespace charge_outbox::outbox_relay {
+namespace {
+
+namespace bhttp = boost::beast::http;
+using Status = http::Status;
+
+kafka::RdKafkaOptions PublisherOptions(const RelayConfig& c) {
+  return {.bootstrap_servers = c.kafka_bootstrap_servers, .topic = c.kafka_topic, .properties = c.kafka_properties};
+}
+
+RelayLoopOptions LoopOptions(const RelayConfig& c) {
+  return {.batch_size = c.batch_size,
+          .poll_interval = c.poll_interval,
+          .rebalance_interval = c.rebalance_interval,
+          .retry_backoff = c.retry_backoff,
+          .max_retry_backoff = c.max_retry_backoff,
+          .cloudevents_source = c.cloudevents_source,
+          .create_topic = c.kafka_create_topic,
+          .topic_partitions = c.kafka_topic_partitions,
+          .topic_replication_factor = c.kafka_topic_replication_factor,
+          .topic_timeout = c.kafka_topic_timeout};
+}
+
+}  // namespace
+
+struct RelayApp::Parts {
+  explicit Parts(RelayConfig c)
+      : config(std::move(c)),
+        registry(metrics::NewRegistry()),
+        probe(*registry),
+        session(outbox::MakePgRelaySession(config.database_url, "outbox-relay")),
+        admin(outbox::MakePgOutboxAdmin(config.database_url, "outbox-relay-admin")),
+        publisher(kafka::MakeRdKafkaPublisher(PublisherOptions(config))),
+        loop(*session, *publisher, probe, LoopOptions(config)),
+        server(config.http, [this](http::Request request) { return Handle(std::move(request)); }) {}
+
+  boost::asio::awaitable<http::Reply> Handle(http::Request request) {
+    const std::string path(request.target());
+    http::Reply reply;
+    if (path == "/metrics") {
+      reply.response.result(Status::ok);
+      reply.response.set(bhttp::field::content_type, metrics::kTextContentType);
+      reply.response.body() = metrics::RenderText(*registry);
+    } else if (path == "/healthz") {
+      // Alive means the loop still runs; a loop that ended takes the process down with it anyway.
+      const bool alive = loop_exit.load() < 0;
+      reply.response = http::JsonResponse(alive ? Status::ok : Status::service_unavailable,
+                                          std::string(alive ? R"({"status":"ok"})" : R"({"status":"stopped"})"));
+    } else if (path == "/readyz") {
+      const bool ready = loop.ready() && loop_exit.load() < 0;
+      reply.response = http::JsonResponse(ready ? Status::ok : Status::service_unavailable,
+                                          std::string(ready ? R"({"status":"ready"})" : R"({"status":"not ready"})"));
+    } else {
+      reply.response = http::ProblemJson(Status::not_found, "Not Found", "no such path");
+    }
+    co_return reply;
+  }
+
+  // Gauges from the table, and retention now and then, on a session of their own: they keep moving
+  // while the loop is stuck in a batch (Kafka down), which is the point of the lag gauge.
+  void Background() {
+    auto next_retention = std::chrono::steady_clock::now();
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      lock.unlock();
+      if (auto stats = admin->Backlog(); stats) {
+        probe.SetBacklog(*stats);
+      } else {
+        spdlog::warn("reading the outbox backlog failed: {}", stats.error().detail);
+      }
+      if (config.retention_enabled && std::chrono::steady_clock::now() >= next_retention) {
+        RunRetention();
+        next_retention = std::chrono::steady_clock::now() + config.retention_interval;
+      }
+      lock.lock();
+      wake.wait_for(lock, config.metrics_refresh, [this] { return stopping; });
+    }
+  }
+
+  void RunRetention() {
+    auto report = admin->RunRetention(config.retention);
+    if (!report) {
+      spdlog::warn("outbox retention failed: {}", report.error().detail);
+      return;
+    }
+    probe.OnRetention(*report);
+    if (report->skipped) return;
+    for (const auto& p : report->dropped) spdlog::info("outbox retention: dropped partition {}", p);
+    for (const auto& p : report->kept_unpublished) {
+      spdlog::warn("outbox retention: keeping {} past retention: it still holds unpublished events", p);
+    }
+    if (report->partitions_created > 0) spdlog::info("outbox: created {} partitions ahead", report->partitions_created);
+  }
+
+  RelayConfig config;
+  std::shared_ptr<metrics::Registry> registry;
+  RelayProbe probe;
+  std::unique_ptr<outbox::RelaySession> session;
+  std::unique_ptr<outbox::OutboxAdmin> admin;
+  std::unique_ptr<kafka::EventPublisher> publisher;
+  RelayLoop loop;
+  http::Server server;
+  std::atomic<bool> stop_loop{false};
+  std::atomic<int> loop_exit{-1};  // the loop's exit status once it returned
+  std::thread loop_thread;
+  std::thread background_thread;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+};
+
+RelayApp::RelayApp(RelayConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}
+
+RelayApp::~RelayApp() {
+  if (parts_->loop_thread.joinable()) Stop(std::chrono::milliseconds{0});
+}
+
+std::uint16_t RelayApp::Start() {
+  auto& p = *parts_;
+  spdlog::info("outbox-relay {}: topic {}, librdkafka {}", p.config.instance_id, p.config.kafka_topic,
+               kafka::LibraryVersion());
+  p.loop_thread = std::thread([&p] {
+    p.loop_exit = p.loop.Run(p.stop_loop);
+  });
+  p.background_thread = std::thread([&p] { p.Background(); });
+  const auto port = p.server.Start();
+  spdlog::info("outbox-relay {} listening on {}:{}", p.config.instance_id, p.config.http.address, port);
+  return port;
+}
+
+std::optional<int> RelayApp::Finished() const {
+  const int code = parts_->loop_exit.load();
+  if (code < 0) return std::nullopt;
+  return code;
+}
+
+void RelayApp::Stop(std::chrono::milliseconds drain) {
+  auto& p = *parts_;
+  p.stop_loop = true;
+  if (p.loop_thread.joinable()) p.loop_thread.join();
+  {
+    std::lock_guard lock(p.mutex);
+    p.stopping = true;
+  }
+  p.wake.notify_all();
+  if (p.background_thread.joinable()) p.background_thread.join();
+  p.server.Stop(drain);
+  p.session->Close();
+}
+
+}  // namespace charge_outbox::outbox_relay

@@ -1,0 +1,102 @@
+#include "relay_config.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iterator>
+
+#include "charge_outbox/log/log.hpp"
+
+namespace charge_outbox::outbox_relay {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string DefaultInstanceId() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "outbox-relay");
+  return std::string(host) + "-" + std::to_string(::getpid());
+}
+
+// Config keys passed to librdkafka under the property's own name; empty means "librdkafka's default".
+// Only these: a typo in a security setting must fail at start-up, not connect in plaintext.
+struct PassThrough {
+  const char* key;
+  const char* property;
+  const char* fallback;
+};
+constexpr PassThrough kPassThrough[] = {
+    {"kafka.security_protocol", "security.protocol", ""},
+    {"kafka.sasl_mechanism", "sasl.mechanism", ""},
+    {"kafka.sasl_username", "sasl.username", ""},
+    {"kafka.ssl_ca_location", "ssl.ca.location", ""},
+    {"kafka.ssl_certificate_location", "ssl.certificate.location", ""},
+    {"kafka.ssl_key_location", "ssl.key.location", ""},
+    {"kafka.ssl_endpoint_identification_algorithm", "ssl.endpoint.identification.algorithm", ""},
+    {"kafka.client_id", "client.id", "outbox-relay"},
+    {"kafka.compression_type", "compression.type", "lz4"},
+    {"kafka.linger_ms", "linger.ms", "5"},
+    {"kafka.batch_num_messages", "batch.num.messages", "10000"},
+    {"kafka.batch_size", "batch.size", "1000000"},
+    {"kafka.message_max_bytes", "message.max.bytes", "1000000"},
+    {"kafka.queue_buffering_max_messages", "queue.buffering.max.messages", "100000"},
+};
+// Secrets: environment only (KAFKA_SASL_PASSWORD, KAFKA_SSL_KEY_PASSWORD).
+constexpr PassThrough kSecretPassThrough[] = {
+    {"kafka.sasl_password", "sasl.password", ""},
+    {"kafka.ssl_key_password", "ssl.key.password", ""},
+};
+
+}  // namespace
+
+RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
+  RelayConfig c;
+  c.http.address = r.String("http.address", "0.0.0.0");
+  c.http.port = static_cast<std::uint16_t>(r.Integer("http.port", 8080, 0, 65535));
+  c.http.threads = 1;
+  c.database_url = r.Secret("database.url");
+  c.instance_id = r.String("instance.id", DefaultInstanceId());
+
+  c.kafka_bootstrap_servers = r.String("kafka.bootstrap_servers", need_kafka ? std::nullopt : std::optional<std::string>(""));
+  if (need_kafka && c.kafka_bootstrap_servers.empty()) {
+    throw config::ConfigError("kafka.bootstrap_servers", "must not be empty (set KAFKA_BOOTSTRAP_SERVERS)");
+  }
+  c.kafka_topic = r.String("kafka.topic", "charge-events");
+  if (c.kafka_topic.empty()) throw config::ConfigError("kafka.topic", "must not be empty");
+  c.kafka_create_topic = r.Boolean("kafka.create_topic", true);
+  c.kafka_topic_partitions = static_cast<int>(r.Integer("kafka.topic_partitions", 6, 1, 10'000));
+  c.kafka_topic_replication_factor = static_cast<int>(r.Integer("kafka.topic_replication_factor", 1, 1, 100));
+  c.kafka_topic_timeout = r.Duration("kafka.topic_timeout", seconds{10}, milliseconds{100}, std::chrono::minutes{5});
+  // How long librdkafka keeps trying one message; the batch waits for it, so it bounds a batch.
+  const auto message_timeout = r.Duration("kafka.message_timeout", seconds{30}, milliseconds{1000}, std::chrono::hours{1});
+  c.kafka_properties["message.timeout.ms"] = std::to_string(message_timeout.count());
+  for (const auto& p : kPassThrough) {
+    const auto value = r.String(p.key, std::string(p.fallback));
+    if (!value.empty()) c.kafka_properties[p.property] = value;
+  }
+  for (const auto& p : kSecretPassThrough) {
+    if (auto value = r.OptionalSecret(p.key); value && !value->empty()) c.kafka_properties[p.property] = *value;
+  }
+
+  c.cloudevents_source = r.String("cloudevents.source", "/charge-outbox/charge-api");
+  c.batch_size = static_cast<int>(r.Integer("relay.batch_size", 1000, 1, 100'000));
+  c.poll_interval = r.Duration("relay.poll_interval", seconds{1}, milliseconds{10}, std::chrono::minutes{10});
+  c.rebalance_interval = r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});
+  c.retry_backoff = r.Duration("relay.retry_backoff", milliseconds{200}, milliseconds{1}, std::chrono::minutes{1});
+  c.max_retry_backoff = r.Duration("relay.max_retry_backoff", seconds{5}, c.retry_backoff, std::chrono::minutes{10});
+
+  c.metrics_refresh = r.Duration("metrics.refresh_interval", seconds{2}, milliseconds{50}, std::chrono::minutes{10});
+  c.retention_enabled = r.Boolean("retention.enabled", true);
+  c.retention_interval = r.Duration("retention.interval", std::chrono::hours{1}, seconds{1}, std::chrono::hours{24});
+  c.retention.retention_days = static_cast<int>(r.Integer("retention.days", 7, 1, 3650));
+  c.retention.days_ahead = static_cast<int>(r.Integer("retention.days_ahead", 7, 1, 365));
+  c.retention.lock_timeout = r.Duration("retention.lock_timeout", milliseconds{500}, milliseconds{1}, seconds{60});
+
+  c.shutdown_deadline = r.Duration("shutdown.deadline", seconds{20}, milliseconds{100});
+  c.log_level = r.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
+  r.RejectUnknownKeys();
+  return c;
+}
+
+}  // namespace charge_outbox::outbox_relay

@@ -1,0 +1,48 @@
+// RelayConfig: every setting of outbox-relay, read and validated once at start-up.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "charge_outbox/config/config.hpp"
+#include "charge_outbox/http/server.hpp"
+#include "charge_outbox/outbox/outbox_store.hpp"
+
+namespace charge_outbox::outbox_relay {
+
+struct RelayConfig {
+  http::ServerOptions http;
+  std::string database_url;  // secret: DATABASE_URL
+  std::string instance_id;
+
+  std::string kafka_bootstrap_servers;
+  std::string kafka_topic;
+  bool kafka_create_topic = true;
+  int kafka_topic_partitions = 6;
+  int kafka_topic_replication_factor = 1;
+  std::chrono::milliseconds kafka_topic_timeout{};
+  std::map<std::string, std::string> kafka_properties;  // librdkafka properties, see README
+
+  std::string cloudevents_source;
+
+  int batch_size = 1000;
+  std::chrono::milliseconds poll_interval{};
+  std::chrono::milliseconds rebalance_interval{};
+  std::chrono::milliseconds retry_backoff{};
+  std::chrono::milliseconds max_retry_backoff{};
+
+  std::chrono::milliseconds metrics_refresh{};
+  bool retention_enabled = true;
+  std::chrono::milliseconds retention_interval{};
+  outbox::RetentionPolicy retention;
+
+  std::chrono::milliseconds shutdown_deadline{};
+  std::string log_level;
+};
+
+// Reads every key (services/outbox-relay/README.md); throws config::ConfigError naming the first bad one.
+// `need_kafka` is false for the subcommands, which only touch the database.
+RelayConfig LoadConfig(config::ConfigReader& reader, bool need_kafka);
+
+}  // namespace charge_outbox::outbox_relay

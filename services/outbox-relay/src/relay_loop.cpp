@@ -1,0 +1,216 @@
+#include "relay_loop.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "charge_outbox/failpoints/failpoints.hpp"
+
+namespace charge_outbox::outbox_relay {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+}  // namespace
+
+void SleepUnless(const std::atomic<bool>& stop, milliseconds duration) {
+  const auto until = Clock::now() + duration;
+  while (!stop.load() && Clock::now() < until) {
+    const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
+    std::this_thread::sleep_for(std::min(left, milliseconds{50}));
+  }
+}
+
+kafka::Message ToMessage(const outbox::OutboxEvent& event, const std::string& source) {
+  kafka::Message m;
+  m.key = event.aggregateid;
+  m.value = event.payload;
+  m.headers = {
+      {"ce_specversion", "1.0"},
+      {"ce_id", event.id},
+      {"ce_source", source},
+      {"ce_type", event.type},
+      {"ce_time", event.time},
+      {"ce_subject", event.aggregateid},
+      {"content-type", "application/json"},
+  };
+  if (!event.traceparent.empty()) m.headers.emplace_back("traceparent", event.traceparent);
+  return m;
+}
+
+RelayLoop::RelayLoop(outbox::RelaySession& session, kafka::EventPublisher& publisher, RelayProbe& probe,
+                     RelayLoopOptions options)
+    : session_(session), publisher_(publisher), probe_(probe), options_(std::move(options)) {}
+
+bool RelayLoop::EnsureTopic(const std::atomic<bool>& stop) {
+  if (!options_.create_topic) return true;
+  auto backoff = options_.retry_backoff;
+  while (!stop.load()) {
+    const auto result =
+        publisher_.EnsureTopic(options_.topic_partitions, options_.topic_replication_factor, options_.topic_timeout);
+    switch (result.code) {
+      case kafka::TopicErrc::kNone:
+        return true;
+      case kafka::TopicErrc::kRefused:
+        spdlog::error("kafka refused to create the topic: {} (fix kafka.topic_partitions / "
+                      "kafka.topic_replication_factor, or create it yourself and set kafka.create_topic=false)",
+                      result.detail);
+        return false;
+      case kafka::TopicErrc::kUnavailable:
+        spdlog::warn("creating the topic failed, trying again in {}ms: {}", backoff.count(), result.detail);
+        break;
+    }
+    SleepUnless(stop, backoff);
+    backoff = std::min(backoff * 2, options_.max_retry_backoff);
+  }
+  return true;
+}
+
+int RelayLoop::Run(const std::atomic<bool>& stop) {
+  if (!EnsureTopic(stop)) return kExitFatalProducer;
+  std::vector<int> owned;
+  auto next_rebalance = Clock::now();
+  auto backoff = options_.retry_backoff;
+  auto failed = [&](const char* what, const outbox::DbError& error) {
+    probe_.OnDatabaseError();
+    spdlog::warn("{} failed ({}: {}), trying again in {}ms", what, db::ToString(error.code), error.detail,
+                 backoff.count());
+    SleepUnless(stop, backoff);
+    backoff = std::min(backoff * 2, options_.max_retry_backoff);
+  };
+
+  while (!stop.load()) {
+    if (publisher_.fatal()) {
+      spdlog::error("kafka producer is unusable: {}; exiting so that a fresh process takes over",
+                    publisher_.fatal_reason());
+      return kExitFatalProducer;
+    }
+    if (!session_.IsOpen()) {
+      // A new session holds no locks: start from nothing and rebalance at once.
+      ready_ = false;
+      if (!owned.empty()) spdlog::warn("database session lost: released all {} shards", owned.size());
+      owned.clear();
+      probe_.SetOwnership(0, 0);
+      if (auto opened = session_.Open(); !opened) {
+        failed("opening the relay session", opened.error());
+        continue;
+      }
+      next_rebalance = Clock::now();
+    }
+    if (Clock::now() >= next_rebalance) {
+      auto assignment = session_.Rebalance();
+      if (!assignment) {
+        failed("rebalancing shards", assignment.error());
+        continue;
+      }
+      if (assignment->owned != owned) {
+        spdlog::info("owning {} of {} shards (member {} of {})", assignment->owned.size(), outbox::kShardCount,
+                     assignment->rank + 1, assignment->members);
+      }
+      owned = std::move(assignment->owned);
+      probe_.SetOwnership(owned.size(), assignment->members);
+      next_rebalance = Clock::now() + options_.rebalance_interval;
+      ready_ = true;
+    }
+
+    auto batch = session_.Claim(owned, options_.batch_size);
+    if (!batch) {
+      failed("claiming events", batch.error());
+      continue;
+    }
+    if (batch->empty()) {
+      // Idle: the insert trigger's NOTIFY wakes us at once; the timeout is the polling fallback, and it
+      // never sleeps past the next rebalance.
+      const auto until_rebalance =
+          std::chrono::duration_cast<milliseconds>(next_rebalance - Clock::now()) + milliseconds{1};
+      const auto wait = std::clamp(until_rebalance, milliseconds{1}, options_.poll_interval);
+      if (auto waited = session_.WaitForInsert(wait); !waited) failed("waiting for notifications", waited.error());
+      continue;
+    }
+    switch (PublishBatch(*batch, stop)) {
+      case BatchOutcome::kDone:
+        backoff = options_.retry_backoff;
+        break;
+      case BatchOutcome::kRetryLater:
+        SleepUnless(stop, backoff);
+        backoff = std::min(backoff * 2, options_.max_retry_backoff);
+        break;
+      case BatchOutcome::kFatal:
+        spdlog::error("kafka producer is unusable: {}; exiting so that a fresh process takes over",
+                      publisher_.fatal_reason());
+        return kExitFatalProducer;
+    }
+  }
+  return 0;
+}
+
+RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::OutboxEvent>& batch,
+                                                const std::atomic<bool>& stop) {
+  const auto started = Clock::now();
+  std::vector<kafka::Message> messages;
+  messages.reserve(batch.size());
+  for (const auto& event : batch) messages.push_back(ToMessage(event, options_.cloudevents_source));
+
+  const auto results = publisher_.PublishBatch(messages, stop);
+
+  if (failpoints::Hit("relay.after_publish_before_mark")) {
+    spdlog::warn("failpoint relay.after_publish_before_mark: leaving {} events unmarked", batch.size());
+    return BatchOutcome::kRetryLater;
+  }
+
+  std::vector<const outbox::OutboxEvent*> delivered;
+  delivered.reserve(batch.size());
+  std::int64_t retriable = 0;
+  std::int64_t parked = 0;
+  bool fatal = false;
+  std::string first_error;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto& result = results[i];
+    switch (result.status) {
+      case kafka::DeliveryStatus::kDelivered:
+        delivered.push_back(&batch[i]);
+        break;
+      case kafka::DeliveryStatus::kPermanent:
+        // Parked, it stays unpublished: its charge's later events keep waiting behind it (the claim
+        // skips a charge with an earlier unpublished event), other charges flow.
+        if (auto p = session_.Park(batch[i], result.error); p) {
+          ++parked;
+          spdlog::error("parked event {} of {} (sequence {}): {}; see `outbox-relay parked list`", batch[i].id,
+                        batch[i].aggregateid, batch[i].sequence, result.error);
+        } else {
+          ++retriable;
+          probe_.OnDatabaseError();
+        }
+        break;
+      case kafka::DeliveryStatus::kRetriable:
+      case kafka::DeliveryStatus::kAbandoned:
+        if (first_error.empty()) first_error = result.error;
+        ++retriable;
+        break;
+      case kafka::DeliveryStatus::kFatal:
+        fatal = true;
+        break;
+    }
+  }
+  // What was delivered is marked even when the rest failed: it would only be sent again otherwise.
+  auto marked = session_.MarkPublished(delivered);
+  if (marked) {
+    probe_.OnPublished(*marked);
+  } else {
+    probe_.OnDatabaseError();
+    spdlog::warn("marking {} delivered events failed ({}); they will be sent again", delivered.size(),
+                 marked.error().detail);
+  }
+  if (parked > 0) probe_.OnParked(parked);
+  if (retriable > 0) {
+    probe_.OnRetriableErrors(retriable);
+    if (!stop.load()) spdlog::warn("{} of {} events not delivered, sending again: {}", retriable, batch.size(), first_error);
+  }
+  probe_.OnBatch(Clock::now() - started, batch.size());
+  if (fatal) return BatchOutcome::kFatal;
+  return (retriable > 0 || !marked) ? BatchOutcome::kRetryLater : BatchOutcome::kDone;
+}
+
+}  // namespace charge_outbox::outbox_relay

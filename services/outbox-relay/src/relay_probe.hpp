@@ -1,0 +1,46 @@
+// RelayProbe: every metric outbox-relay exposes (spec section 8), registered once; the relay calls these
+// methods and never touches the registry.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "charge_outbox/metrics/metrics.hpp"
+#include "charge_outbox/outbox/outbox_store.hpp"
+
+namespace charge_outbox::outbox_relay {
+
+// Thread-safe (prometheus-cpp metrics are).
+class RelayProbe {
+ public:
+  explicit RelayProbe(metrics::Registry& registry);
+
+  // From the table, not from this process's work: a relay alive but stuck shows a growing lag.
+  void SetBacklog(const outbox::BacklogStats& stats);
+  void OnPublished(std::int64_t events);
+  void OnRetriableErrors(std::int64_t events);
+  void OnParked(std::int64_t events);
+  void OnBatch(std::chrono::nanoseconds latency, std::size_t events);
+  void SetOwnership(std::size_t owned_shards, int members);
+  void OnRetention(const outbox::RetentionReport& report);
+  void OnDatabaseError();
+
+ private:
+  prometheus::Gauge& lag_;
+  prometheus::Gauge& unpublished_;
+  prometheus::Gauge& parked_rows_;
+  prometheus::Counter& published_;
+  prometheus::Family<prometheus::Counter>& errors_;
+  prometheus::Counter& retriable_errors_;
+  prometheus::Counter& permanent_errors_;
+  prometheus::Counter& parked_;
+  prometheus::Histogram& batch_latency_;
+  prometheus::Histogram& batch_size_;
+  prometheus::Gauge& owned_shards_;
+  prometheus::Gauge& members_;
+  prometheus::Gauge& retention_kept_;
+  prometheus::Counter& retention_dropped_;
+  prometheus::Counter& database_errors_;
+};
+
+}  // namespace charge_outbox::outbox_relay
