@@ -30,6 +30,7 @@ constexpr const char* kBegin = "charge_begin";
 constexpr const char* kReadByKey = "charge_read_by_key";
 constexpr const char* kReadById = "charge_read_by_id";
 constexpr const char* kTakeOver = "charge_take_over";
+constexpr const char* kFirstRequestId = "charge_first_request_id";
 constexpr const char* kStartAttempt = "charge_start_attempt";
 constexpr const char* kFinishAttempt = "charge_finish_attempt";
 constexpr const char* kComplete = "charge_complete";
@@ -61,10 +62,12 @@ const std::pair<const char*, const char*> kStatements[] = {
      "  FROM ins"
      "), attempt AS ("
      "  INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)"
-     "  SELECT ins.id, 1, $12, $13, $14, to_timestamp($15::bigint / 1000000.0) FROM ins"
-     ") SELECT " CHARGE_COLUMNS " FROM ins c"},
+     "  SELECT ins.id, 1, gen_random_uuid(), $12, $13, to_timestamp($14::bigint / 1000000.0) FROM ins"
+     "  RETURNING request_id"
+     ") SELECT " CHARGE_COLUMNS ", (SELECT request_id::text FROM attempt) FROM ins c"},
     {kReadByKey, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.merchant_id = $1 AND c.idempotency_key = $2"},
     {kReadById, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.merchant_id = $1 AND c.id = $2"},
+    {kFirstRequestId, "SELECT request_id::text FROM acquirer_attempts WHERE charge_id = $1 AND attempt_no = 1"},
     {kTakeOver,
      "UPDATE charges c SET owner_id = $2, lease_expires_at = now() + $3::bigint * interval '1 millisecond'"
      " WHERE c.id = $1 AND c.status = 'pending' AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())"
@@ -199,7 +202,7 @@ class PgChargeStore final : public ChargeStore {
   }
 
   asio::awaitable<DbResult<BeginResult>> Begin(const NewCharge& n, const Lease& lease,
-                                              const AttemptStart& first) override {
+                                              const FirstAttempt& first) override {
     co_return co_await RunJob<BeginResult>(pool_, [&](pqxx::connection& conn) {
       const auto fingerprint = util::ToHex(n.fingerprint.data(), n.fingerprint.size());
       try {
@@ -208,9 +211,9 @@ class PgChargeStore final : public ChargeStore {
         const auto r = tx.exec_prepared(kBegin, n.merchant_id, n.idempotency_key, fingerprint, n.order_id, n.amount,
                                         n.currency, n.payment_method, Nullable(n.description), lease.owner_id,
                                         static_cast<std::int64_t>(lease.duration.count()), n.traceparent,
-                                        first.request_id, std::string(acquirer::ToString(first.operation)),
-                                        first.actor, util::ToUnixMicros(first.started_at));
-        if (!r.empty()) return BeginResult{BeginOutcome::kCreated, ReadCharge(r[0]), 1};
+                                        std::string(acquirer::ToString(first.operation)), first.actor,
+                                        util::ToUnixMicros(first.started_at));
+        if (!r.empty()) return BeginResult{BeginOutcome::kCreated, ReadCharge(r[0]), 1, r[0][22].as<std::string>()};
       } catch (const pqxx::broken_connection& e) {
         // The connection died with the statement sent: it may have committed. Never assume either way;
         // the caller calls Begin again with the same lease owner, which inserts or finds its own row.
@@ -226,7 +229,10 @@ class PgChargeStore final : public ChargeStore {
         if (IsTerminal(charge.status)) return BeginResult{BeginOutcome::kFinished, charge, 0};
         // Our own insert, whose outcome we did not learn (the connection died during it) and the caller
         // retried: owners are unique per request, so this is ours.
-        if (charge.owner_id == lease.owner_id) return BeginResult{BeginOutcome::kCreated, charge, 1};
+        if (charge.owner_id == lease.owner_id) {
+          const auto first_request = tx.exec_prepared1(kFirstRequestId, charge.id)[0].as<std::string>();
+          return BeginResult{BeginOutcome::kCreated, charge, 1, first_request};
+        }
         if (charge.lease_remaining.count() > 0) return BeginResult{BeginOutcome::kInFlight, charge, 0};
         const auto taken = tx.exec_prepared(kTakeOver, charge.id, lease.owner_id,
                                             static_cast<std::int64_t>(lease.duration.count()));
@@ -314,6 +320,12 @@ class PgChargeStore final : public ChargeStore {
 }  // namespace
 
 Fingerprint HashApiKey(const std::string& api_key) { return util::Sha256(api_key); }
+
+std::vector<StatementText> PgChargeStoreStatements() {
+  std::vector<StatementText> out;
+  for (const auto& [name, sql] : kStatements) out.push_back({name, sql});
+  return out;
+}
 
 std::unique_ptr<ChargeStore> MakePgChargeStore(db::Database& database) {
   return std::make_unique<PgChargeStore>(database);

@@ -184,8 +184,7 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   n.traceparent = traceparent;
   // Unique per request, so a request recognises its own row when it must ask whether its insert committed.
   const charges::Lease lease{options_.instance_id + "/" + acquirer::NewRequestId(), options_.lease};
-  const charges::AttemptStart first{acquirer::NewRequestId(), acquirer::Operation::kCapture, kActor,
-                                    clock_.WallNow()};
+  const charges::FirstAttempt first{acquirer::Operation::kCapture, kActor, clock_.WallNow()};
 
   if (co_await Failpoint("charge.before_intent_commit")) {
     co_return ToResponse(Unavailable(options_.unavailable_retry_after, "failpoint"));
@@ -223,7 +222,7 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
     }
     case BeginOutcome::kCreated:
       if (co_await Failpoint("charge.after_intent_commit")) co_return co_await GiveUp(charge, lease, std::nullopt);
-      co_return co_await Capture(charge, lease, first.request_id, cmd.trace);
+      co_return co_await Capture(charge, lease, begun->first_request_id, cmd.trace);
     case BeginOutcome::kTakenOver: {
       log::ScopedTraceId scope(cmd.trace.trace_id);
       spdlog::info("charge {} taken over from a gone owner; asking the acquirer first", charge.public_id());

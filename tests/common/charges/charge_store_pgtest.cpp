@@ -56,13 +56,9 @@ class ChargeStoreTest : public ::testing::Test {
     return n;
   }
 
-  static AttemptStart FirstAttempt(const std::string& request_id = "11111111-1111-4111-8111-111111111111") {
-    return {request_id, acquirer::Operation::kCapture, "charge-api", std::chrono::system_clock::now()};
-  }
-
-  BeginResult Begin(const NewCharge& n, const std::string& owner, std::chrono::milliseconds lease,
-                    const std::string& request_id = "11111111-1111-4111-8111-111111111111") {
-    auto r = Await(store_->Begin(n, {owner, lease}, FirstAttempt(request_id)));
+  BeginResult Begin(const NewCharge& n, const std::string& owner, std::chrono::milliseconds lease) {
+    const charges::FirstAttempt first{acquirer::Operation::kCapture, "charge-api", std::chrono::system_clock::now()};
+    auto r = Await(store_->Begin(n, {owner, lease}, first));
     EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().detail);
     return *r;
   }
@@ -101,11 +97,12 @@ TEST_F(ChargeStoreTest, BeginWritesPendingChargeInitiatedEventAndStartedAttempt)
   EXPECT_EQ(db_->Scalar("SELECT shard = outbox_shard(" "'" + r.charge.id + "'::uuid) FROM outbox"), "t");
   EXPECT_EQ(db_->Scalar("SELECT operation || ' ' || actor || ' ' || (finished_at IS NULL) FROM acquirer_attempts"),
             "capture charge-api true");
+  EXPECT_EQ(db_->Scalar("SELECT request_id::text FROM acquirer_attempts"), r.first_request_id);
 }
 
 TEST_F(ChargeStoreTest, SameKeyIsScopedPerMerchant) {
   EXPECT_EQ(Begin(Request(kMerchantA, "shared"), "o1", std::chrono::seconds{5}).outcome, BeginOutcome::kCreated);
-  EXPECT_EQ(Begin(Request(kMerchantB, "shared"), "o2", std::chrono::seconds{5}, "22222222-2222-4222-8222-222222222222")
+  EXPECT_EQ(Begin(Request(kMerchantB, "shared"), "o2", std::chrono::seconds{5})
                 .outcome,
             BeginOutcome::kCreated);
   EXPECT_EQ(db_->Scalar("SELECT count(DISTINCT id) FROM charges"), "2");
@@ -135,6 +132,7 @@ TEST_F(ChargeStoreTest, RetriedBeginOfTheSameOwnerFindsItsOwnRow) {
   const auto again = Begin(Request(kMerchantA, "k"), "o1:req", std::chrono::seconds{30});
   EXPECT_EQ(again.outcome, BeginOutcome::kCreated);
   EXPECT_EQ(again.attempt_no, 1);
+  EXPECT_EQ(again.first_request_id, db_->Scalar("SELECT request_id::text FROM acquirer_attempts"));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "1");
 }
 
@@ -235,7 +233,7 @@ TEST_F(ChargeStoreTest, FindIsScopedPerMerchantAndAuthenticateUsesTheHash) {
 
 TEST_F(ChargeStoreTest, PendingOverdueCountsOnlyOldPendingCharges) {
   Begin(Request(kMerchantA, "old"), "o1", std::chrono::seconds{30});
-  Begin(Request(kMerchantA, "new"), "o2", std::chrono::seconds{30}, "44444444-4444-4444-8444-444444444444");
+  Begin(Request(kMerchantA, "new"), "o2", std::chrono::seconds{30});
   db_->Execute("UPDATE charges SET created_at = now() - interval '2 hours' WHERE idempotency_key = 'old'");
   EXPECT_EQ(Await(store_->CountPendingOlderThan(std::chrono::hours{1})).value(), 1);
 }
