@@ -50,6 +50,9 @@ class RdKafkaPublisher final : public EventPublisher {
         throw KafkaConfigError("kafka property " + key + ": " + err);
       }
     };
+    // The relay creates its topic with the configured partitions; a metadata request must not create it
+    // first with the broker's defaults (configuration may turn this back on).
+    set("allow.auto.create.topics", "false");
     for (const auto& [key, value] : options_.properties) {
       if (const auto it = kEnforced.find(key); it != kEnforced.end() && it->second != value) {
         rd_kafka_conf_destroy(conf);
@@ -68,11 +71,6 @@ class RdKafkaPublisher final : public EventPublisher {
       rd_kafka_conf_destroy(conf);
       throw KafkaConfigError(std::string("kafka producer: ") + err);
     }
-    topic_ = rd_kafka_topic_new(rk_, options_.topic.c_str(), nullptr);
-    if (topic_ == nullptr) {
-      rd_kafka_destroy(rk_);
-      throw KafkaConfigError("kafka topic " + options_.topic + ": " + rd_kafka_err2str(rd_kafka_last_error()));
-    }
   }
 
   ~RdKafkaPublisher() override {
@@ -80,12 +78,14 @@ class RdKafkaPublisher final : public EventPublisher {
     // again by whoever owns the shard next, so dropping it loses nothing.
     rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     rd_kafka_flush(rk_, 2000);
-    rd_kafka_topic_destroy(topic_);
+    if (topic_ != nullptr) rd_kafka_topic_destroy(topic_);
     rd_kafka_destroy(rk_);
   }
 
   std::vector<DeliveryResult> PublishBatch(const std::vector<Message>& messages,
                                            const std::atomic<bool>& cancel) override {
+    // The topic handle is made on first use, after EnsureTopic: making it starts metadata requests.
+    if (topic_ == nullptr) topic_ = rd_kafka_topic_new(rk_, options_.topic.c_str(), nullptr);
     ++batch_;
     results_.assign(messages.size(), DeliveryResult{DeliveryStatus::kAbandoned, "no delivery report"});
     reported_.assign(messages.size(), false);

@@ -1,0 +1,251 @@
+// The outbox store against a real PostgreSQL with the real schema: what a claim may return (the first
+// unpublished event of each charge, only from owned shards), parking and the parked commands, shard
+// ownership shared by several sessions and taken over when one leaves, the insert notification, the
+// backlog figures and retention.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "charge_outbox/outbox/outbox_store.hpp"
+#include "pg_test_database.hpp"
+#include "service_process.hpp"
+
+namespace charge_outbox::outbox {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using testing::PgTestDatabase;
+
+class OutboxStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = PgTestDatabase::Create(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                                 PgTestDatabase::Schema::kMigrated);
+  }
+
+  // An event as the charge store writes it; returns its id. `day_offset` moves created_at by whole days.
+  std::string Insert(const std::string& charge, int sequence, int shard, int day_offset = 0, bool published = false) {
+    return db_->Scalar(
+        "INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at, published_at)"
+        " VALUES (gen_random_uuid(), '" + charge + "', 'payments.charge.initiated.v1', '{\"sequence\": " +
+        std::to_string(sequence) + "}', " + std::to_string(sequence) + ", " + std::to_string(shard) +
+        ", NULL, now() + interval '" + std::to_string(day_offset) + " days', " + (published ? "now()" : "NULL") +
+        ") RETURNING id");
+  }
+
+  std::unique_ptr<RelaySession> OpenSession() {
+    auto s = MakePgRelaySession(db_->url(), "outbox-store-test");
+    EXPECT_TRUE(s->Open().has_value());
+    return s;
+  }
+
+  static std::vector<std::string> Ids(const std::vector<OutboxEvent>& events) {
+    std::vector<std::string> out;
+    for (const auto& e : events) out.push_back(e.id);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  static std::vector<const OutboxEvent*> Pointers(const std::vector<OutboxEvent>& events) {
+    std::vector<const OutboxEvent*> out;
+    for (const auto& e : events) out.push_back(&e);
+    return out;
+  }
+
+  std::unique_ptr<PgTestDatabase> db_;
+};
+
+TEST_F(OutboxStoreTest, ClaimReturnsOnlyTheFirstUnpublishedEventOfEachCharge) {
+  const auto a1 = Insert("ch_a", 1, 5);
+  const auto a2 = Insert("ch_a", 2, 5);
+  const auto b1 = Insert("ch_b", 1, 7);
+  auto session = OpenSession();
+  const auto assignment = session->Rebalance().value();
+  ASSERT_EQ(assignment.owned.size(), 256u);
+  EXPECT_EQ(assignment.members, 1);
+
+  auto first = session->Claim(assignment.owned, 100).value();
+  std::vector<std::string> expected{a1, b1};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Ids(first), expected);
+  const auto& a_event = *std::find_if(first.begin(), first.end(), [&](const auto& e) { return e.id == a1; });
+  EXPECT_EQ(a_event.aggregateid, "ch_a");
+  EXPECT_EQ(a_event.sequence, 1);
+  EXPECT_EQ(a_event.shard, 5);
+  EXPECT_EQ(a_event.payload, R"({"sequence": 1})");
+  EXPECT_THAT(a_event.time, ::testing::MatchesRegex("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[.][0-9]{3}Z"));
+
+  // A claim marks nothing: claiming again returns the same events.
+  EXPECT_EQ(Ids(session->Claim(assignment.owned, 100).value()), expected);
+  EXPECT_EQ(session->MarkPublished(Pointers(first)).value(), 2);
+  EXPECT_EQ(session->MarkPublished(Pointers(first)).value(), 0);  // already published: nothing changes
+
+  EXPECT_THAT(Ids(session->Claim(assignment.owned, 100).value()), ElementsAre(a2));
+  EXPECT_THAT(Ids(session->Claim({7}, 100).value()), IsEmpty());  // only shard 5 has something left
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"), "2");
+}
+
+TEST_F(OutboxStoreTest, ClaimRespectsTheLimitAndPositionOrderWithinAShard) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(Insert("ch_" + std::to_string(i), 1, 3));
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  const auto batch = session->Claim(owned, 4).value();
+  ASSERT_EQ(batch.size(), 4u);
+  for (std::size_t i = 0; i < batch.size(); ++i) EXPECT_EQ(batch[i].id, ids[i]);
+  for (std::size_t i = 1; i < batch.size(); ++i) EXPECT_LT(batch[i - 1].position, batch[i].position);
+}
+
+TEST_F(OutboxStoreTest, AParkedEventHoldsBackItsChargeUntilRetriedOrSkipped) {
+  const auto a1 = Insert("ch_a", 1, 1);
+  const auto a2 = Insert("ch_a", 2, 1);
+  const auto b1 = Insert("ch_b", 1, 2);
+  auto session = OpenSession();
+  auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
+  const auto owned = session->Rebalance().value().owned;
+
+  auto batch = session->Claim(owned, 100).value();
+  const auto a_event = *std::find_if(batch.begin(), batch.end(), [&](const auto& e) { return e.id == a1; });
+  ASSERT_TRUE(session->Park(a_event, "MSG_SIZE_TOO_LARGE: Broker: Message size too large").has_value());
+
+  // Other charges flow; the parked event's later event waits.
+  EXPECT_THAT(Ids(session->Claim(owned, 100).value()), ElementsAre(b1));
+  const auto parked = admin->ListParked(10).value();
+  ASSERT_EQ(parked.size(), 1u);
+  EXPECT_EQ(parked[0].id, a1);
+  EXPECT_EQ(parked[0].aggregateid, "ch_a");
+  EXPECT_EQ(parked[0].sequence, 1);
+  EXPECT_EQ(parked[0].error, "MSG_SIZE_TOO_LARGE: Broker: Message size too large");
+  const auto stats = admin->Backlog().value();
+  EXPECT_EQ(stats.unpublished, 3);
+  EXPECT_EQ(stats.parked, 1);
+
+  EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kDone);
+  EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kNotParked);
+  batch = session->Claim(owned, 100).value();
+  std::vector<std::string> expected{a1, b1};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Ids(batch), expected);
+
+  ASSERT_TRUE(session->Park(a_event, "INVALID_RECORD").has_value());
+  EXPECT_EQ(admin->SkipParked(a1).value(), ParkedChange::kDone);
+  EXPECT_EQ(admin->SkipParked(a1).value(), ParkedChange::kNotParked);
+  EXPECT_EQ(db_->Scalar("SELECT skipped_at IS NOT NULL AND published_at IS NOT NULL FROM outbox WHERE id = '" + a1 + "'"),
+            "t");
+  expected = {a2, b1};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Ids(session->Claim(owned, 100).value()), expected);
+  EXPECT_THAT(admin->ListParked(10).value(), IsEmpty());
+}
+
+TEST_F(OutboxStoreTest, MembersShareTheShardsAndTakeOverWhenOneLeaves) {
+  std::vector<std::unique_ptr<RelaySession>> sessions;
+  for (int i = 0; i < 3; ++i) sessions.push_back(OpenSession());
+  std::vector<ShardAssignment> last(3);
+  auto settled = [&](std::size_t live, std::size_t expected_each_min) {
+    return testing::Eventually(
+        [&] {
+          std::set<int> all;
+          std::size_t total = 0;
+          bool fair = true;
+          for (std::size_t i = 0; i < live; ++i) {
+            last[i] = sessions[i]->Rebalance().value();
+            total += last[i].owned.size();
+            all.insert(last[i].owned.begin(), last[i].owned.end());
+            fair = fair && last[i].owned.size() >= expected_each_min && last[i].members == static_cast<int>(live);
+          }
+          return fair && total == 256 && all.size() == 256;  // disjoint and complete
+        },
+        10s);
+  };
+  ASSERT_TRUE(settled(3, 85));
+  for (const auto& a : last) EXPECT_LE(a.owned.size(), 86u);
+
+  // Events of a shard are claimed by its owner only.
+  const int shard = last[1].owned.front();
+  const auto id = Insert("ch_x", 1, shard);
+  EXPECT_THAT(Ids(sessions[1]->Claim(last[1].owned, 10).value()), ElementsAre(id));
+  EXPECT_THAT(Ids(sessions[0]->Claim(last[0].owned, 10).value()), IsEmpty());
+
+  // A member that dies (its session closes) leaves at once: its locks go with it.
+  sessions[2]->Close();
+  ASSERT_TRUE(settled(2, 128));
+}
+
+TEST_F(OutboxStoreTest, AnInsertWakesAWaitingSessionAndSilenceTimesOut) {
+  auto session = OpenSession();
+  EXPECT_TRUE(session->WaitForInsert(0ms).value());  // the first wait after Open always claims once
+  const auto quiet_start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(session->WaitForInsert(200ms).value());
+  EXPECT_GE(std::chrono::steady_clock::now() - quiet_start, 190ms);
+
+  std::thread writer([&] {
+    std::this_thread::sleep_for(100ms);  // the writer must come after the wait began: that is the case tested
+    Insert("ch_n", 1, 9);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(session->WaitForInsert(10s).value());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  writer.join();
+}
+
+TEST_F(OutboxStoreTest, BacklogReportsTheAgeOfTheOldestUnpublishedEvent) {
+  auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
+  EXPECT_EQ(admin->Backlog().value().unpublished, 0);
+  EXPECT_EQ(admin->Backlog().value().oldest_age_seconds, 0.0);
+  db_->Execute(
+      "INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, created_at) VALUES"
+      " (gen_random_uuid(), 'ch_old', 't', '{}', 1, 1, now() - interval '90 seconds'),"
+      " (gen_random_uuid(), 'ch_new', 't', '{}', 1, 2, now())");
+  Insert("ch_done", 1, 3, 0, true);
+  const auto stats = admin->Backlog().value();
+  EXPECT_EQ(stats.unpublished, 2);
+  EXPECT_GE(stats.oldest_age_seconds, 90.0);
+  EXPECT_LT(stats.oldest_age_seconds, 120.0);
+}
+
+TEST_F(OutboxStoreTest, RetentionDropsOldPublishedPartitionsAndKeepsOnesWithUnpublishedEvents) {
+  db_->Execute("SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 20, (now() AT TIME ZONE 'UTC')::date - 19)");
+  const auto day = [&](int offset) {
+    return db_->Scalar("SELECT 'outbox_' || to_char((now() AT TIME ZONE 'UTC')::date + " + std::to_string(offset) +
+                       ", 'YYYYMMDD')");
+  };
+  const auto old_published = day(-20);
+  const auto old_unpublished = day(-19);
+  ASSERT_EQ(db_->Scalar("SELECT to_regclass('" + old_published + "') IS NOT NULL"), "t");
+  Insert("ch_p", 1, 1, -20, true);
+  Insert("ch_p", 2, 1, -20, true);
+  Insert("ch_u", 1, 1, -19, false);
+  // A day with no partition of its own lands in outbox_default: its published rows go, unpublished stay.
+  Insert("ch_d", 1, 1, -30, true);
+  Insert("ch_e", 1, 1, -30, false);
+  ASSERT_EQ(db_->Scalar("SELECT count(*) FROM outbox_default"), "2");
+
+  auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
+  const auto report = admin->RunRetention({.retention_days = 7, .days_ahead = 9}).value();
+  EXPECT_FALSE(report.skipped);
+  EXPECT_THAT(report.dropped, ElementsAre(old_published));
+  EXPECT_THAT(report.kept_unpublished, ElementsAre(old_unpublished));
+  EXPECT_EQ(report.default_rows_deleted, 1);
+  EXPECT_EQ(report.partitions_created, 2);  // migration 0001 made up to today + 7; today + 8 and + 9 are new
+  EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + old_published + "') IS NULL"), "t");
+  EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + old_unpublished + "') IS NOT NULL"), "t");
+  EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + day(9) + "') IS NOT NULL"), "t");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox"), "2");  // ch_u and ch_e
+
+  // Once published, the kept partition goes on the next run; recent partitions are never touched.
+  db_->Execute("UPDATE outbox SET published_at = now()");
+  const auto again = admin->RunRetention({.retention_days = 7, .days_ahead = 9}).value();
+  EXPECT_THAT(again.dropped, ElementsAre(old_unpublished));
+  EXPECT_THAT(again.kept_unpublished, IsEmpty());
+  EXPECT_EQ(again.partitions_created, 0);
+  EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + day(0) + "') IS NOT NULL"), "t");
+}
+
+}  // namespace
+}  // namespace charge_outbox::outbox
