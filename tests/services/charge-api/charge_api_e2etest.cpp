@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <latch>
 #include <mutex>
 #include <thread>
@@ -339,6 +340,48 @@ TEST_F(ChargeApiE2E, DatabaseDownBeforeTheIntentIs503AndNothingIsSent) {
   EXPECT_EQ(r.header("Retry-After"), "1");
   EXPECT_TRUE(Ledger().empty());
   EXPECT_EQ(client_->Get("/readyz").status(), 503u);
+}
+
+// The literal outage: charge-api's own PostgreSQL server is stopped while it runs.
+TEST_F(ChargeApiE2E, PostgresStoppedBeforeTheIntentIs503AndNothingIsSent) {
+  const auto state = dir_ / "own-postgres";
+  fs::create_directories(state);
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(state, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                             fs::perms::others_read | fs::perms::others_exec);
+  const std::string lib = std::string(PROJECT_ROOT) + "/deploy/local/lib";
+  auto shell = [&](const std::string& script) {
+    return RunProcess({"/bin/bash", "-c",
+                       "set -euo pipefail; source " + lib + "/common.sh; source " + lib + "/postgres.sh; " + script},
+                      {}, 120s);
+  };
+  // Stopped however the test ends, so a failed assertion leaves no server behind.
+  struct StopOnExit {
+    std::function<void()> stop;
+    ~StopOnExit() { stop(); }
+  } stop_on_exit{[&] { shell("pg_stop " + state.string()); }};
+  const auto started = shell("port=$(free_port); pg_start " + state.string() + " $port fast; echo $port");
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  const auto port = started.out.substr(0, started.out.find('\n'));
+  const auto url = "postgresql://postgres@127.0.0.1:" + port + "/postgres";
+  ASSERT_EQ(RunProcess({CHARGE_MIGRATE_BIN, "up"}, {{"DATABASE_URL", url}}).exit_code, 0);
+  ASSERT_EQ(RunProcess({"/usr/bin/psql", "-X", "-q", url, "-c",
+                        std::string("INSERT INTO merchants (id, name) VALUES ('") + kMerchant1 +
+                            "', 'one'); INSERT INTO api_keys (key_hash, merchant_id, key_prefix) VALUES "
+                            "(sha256(convert_to('" + kApiKey1 + "', 'UTF8')), '" + kMerchant1 + "', 'sk')"})
+                .exit_code,
+            0);
+  api_ = StartApi({{"DATABASE_URL", url}});
+  client_ = std::make_unique<HttpTestClient>(api_->port(), "127.0.0.1", 30s);
+  ASSERT_EQ(Post("before-outage", ChargeBody()).status(), 201u);  // also caches the API key
+
+  ASSERT_EQ(shell("pg_stop " + state.string()).exit_code, 0);
+  const auto r = Post("during-outage", ChargeBody());
+  EXPECT_EQ(r.status(), 503u) << r.response.body();
+  EXPECT_EQ(r.header("Retry-After"), "1");
+  EXPECT_EQ(LedgerCaptures(std::string(kMerchant1) + ":during-outage"), 0u);
+  EXPECT_EQ(Ledger().size(), 1u);
 }
 
 class ChargeApiCrashE2E : public ChargeApiE2E, public ::testing::WithParamInterface<const char*> {};
