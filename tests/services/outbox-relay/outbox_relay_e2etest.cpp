@@ -1,0 +1,267 @@
+// outbox-relay as it runs: the real binary against a real PostgreSQL and Kafka, read back with a real
+// consumer. Headers, the NOTIFY and polling paths, a crash between publishing and marking, three relays
+// sharing 10,000 charges' events written concurrently (and one of them killed mid-run), poison events
+// with the parked commands, retention as a subcommand, and graceful SIGTERM.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <boost/json/parse.hpp>
+#include <csignal>
+#include <thread>
+
+#include "http_test_client.hpp"
+#include "relay_fixture.hpp"
+#include "test_env.hpp"
+
+namespace charge_outbox::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr const char* kTraceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
+class OutboxRelayE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fixture_ = std::make_unique<RelayE2E>(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  PgTestDatabase& db() { return fixture_->db(); }
+  bool AllPublished(std::chrono::milliseconds timeout) {
+    return Eventually([&] { return Unpublished(db()) == 0; }, timeout);
+  }
+
+  std::unique_ptr<RelayE2E> fixture_;
+};
+
+TEST_F(OutboxRelayE2E, EveryEventArrivesWithItsKeyValueAndCloudEventsHeaders) {
+  const auto charge = NewUuid();
+  const auto first = WriteEvent(db().url(), charge, 1, 0, kTraceparent);
+  const auto second = WriteEvent(db().url(), charge, 2);
+  auto relay = fixture_->StartRelay({{"CLOUDEVENTS_SOURCE", "/charge-outbox/e2e"}});
+  ASSERT_TRUE(AllPublished(20s)) << relay->Output();
+
+  const auto consumed = ConsumeAll(fixture_->topic(), {first, second}, 30s);
+  ASSERT_EQ(consumed.size(), 2u);
+  EXPECT_THAT(ContractViolations(consumed, {first, second}), IsEmpty());
+  for (const auto& m : consumed) {
+    const auto& id = m.headers.at("ce_id");
+    const auto row = "(SELECT * FROM outbox WHERE id = '" + id + "')";
+    EXPECT_EQ(m.key, ChargeId(charge));
+    EXPECT_EQ(m.value, db().Scalar("SELECT payload::text FROM " + row + " o"));
+    EXPECT_EQ(m.headers.at("ce_specversion"), "1.0");
+    EXPECT_EQ(m.headers.at("ce_source"), "/charge-outbox/e2e");
+    EXPECT_EQ(m.headers.at("ce_type"), db().Scalar("SELECT type FROM " + row + " o"));
+    EXPECT_EQ(m.headers.at("ce_time"), db().Scalar("SELECT rfc3339(created_at) FROM " + row + " o"));
+    EXPECT_EQ(m.headers.at("ce_subject"), ChargeId(charge));
+    EXPECT_EQ(m.headers.at("content-type"), "application/json");
+  }
+  EXPECT_EQ(consumed[0].headers.at("ce_id"), first.id);
+  EXPECT_EQ(consumed[0].headers.at("ce_type"), "payments.charge.initiated.v1");
+  EXPECT_EQ(consumed[0].headers.at("traceparent"), kTraceparent);
+  EXPECT_EQ(consumed[1].headers.count("traceparent"), 0u);  // the row has none: no empty header either
+  EXPECT_EQ(consumed[1].headers.at("ce_type"), "payments.charge.captured.v1");
+
+  EXPECT_EQ(MetricValue(relay->port(), "outbox_events_published_total"), 2.0);
+  EXPECT_TRUE(Eventually([&] { return MetricValue(relay->port(), "outbox_unpublished_rows") == 0.0; }));
+  EXPECT_EQ(MetricValue(relay->port(), "outbox_lag_seconds"), 0.0);
+  EXPECT_EQ(MetricValue(relay->port(), "outbox_relay_owned_shards"), 256.0);
+  HttpTestClient client(relay->port());
+  EXPECT_EQ(client.Get("/healthz").status(), 200u);
+  EXPECT_EQ(client.Get("/readyz").status(), 200u);
+
+  // SIGTERM at idle: a clean exit.
+  relay->process().Signal(SIGTERM);
+  const auto exit = relay->process().Wait(15s);
+  EXPECT_EQ(exit.exit_code, 0) << exit.out;
+}
+
+TEST_F(OutboxRelayE2E, TheInsertNotificationDeliversWithin100msAtIdle) {
+  // Polling and rebalancing every minute: only the notification can make an event go out quickly.
+  auto relay = fixture_->StartRelay({{"RELAY_POLL_INTERVAL", "60s"}, {"RELAY_REBALANCE_INTERVAL", "60s"}});
+  HttpTestClient client(relay->port());
+  ASSERT_TRUE(Eventually([&] { return client.Get("/readyz").status() == 200; }, 20s)) << relay->Output();
+  // Warm up the producer's connection so that the measurement is the relay's path, not a first connect.
+  WriteEvent(db().url(), NewUuid(), 1);
+  ASSERT_TRUE(AllPublished(20s));
+
+  std::vector<WrittenEvent> written;
+  std::vector<double> latencies_ms;
+  for (int i = 0; i < 5; ++i) {
+    written.push_back(WriteEvent(db().url(), NewUuid(), 1));
+    ASSERT_TRUE(AllPublished(5s)) << "event " << i << " not published: the notification did not wake the relay";
+    // published_at is set after the delivery report, so this bounds commit -> persisted in Kafka.
+    latencies_ms.push_back(std::stod(db().Scalar("SELECT extract(epoch FROM published_at - created_at) * 1000"
+                                                 " FROM outbox WHERE id = '" + written.back().id + "'")));
+    std::this_thread::sleep_for(50ms);  // idle again between events: that is the case tested
+  }
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  EXPECT_LT(latencies_ms[2], 100.0) << "median commit -> published";
+  EXPECT_LT(latencies_ms.back(), 1000.0) << "a poll (60s) cannot have found it";
+  EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), written, 30s), written), IsEmpty());
+}
+
+TEST_F(OutboxRelayE2E, PollingFindsEventsWhenNoNotificationComes) {
+  db().Execute("ALTER TABLE outbox DISABLE TRIGGER outbox_notify");
+  auto relay = fixture_->StartRelay({{"RELAY_POLL_INTERVAL", "300ms"}, {"RELAY_REBALANCE_INTERVAL", "60s"}});
+  HttpTestClient client(relay->port());
+  ASSERT_TRUE(Eventually([&] { return client.Get("/readyz").status() == 200; }, 20s)) << relay->Output();
+  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->port(), "outbox_relay_owned_shards") == 256.0; }));
+  const auto event = WriteEvent(db().url(), NewUuid(), 1);
+  ASSERT_TRUE(AllPublished(5s));
+  EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), {event}, 30s), {event}), IsEmpty());
+}
+
+TEST_F(OutboxRelayE2E, ACrashAfterPublishingBeforeMarkingRepublishesTheBatch) {
+  const auto written = WriteChargeEvents(db().url(), 20, 2);
+  auto crashing = fixture_->StartRelay({{"FAILPOINTS", "relay.after_publish_before_mark=crash"}});
+  const auto crashed = crashing->process().Wait(30s);
+  EXPECT_EQ(crashed.term_signal, SIGKILL) << crashed.out;
+  // It published a batch (the consumer sees it) and marked nothing.
+  EXPECT_EQ(Unpublished(db()), static_cast<std::int64_t>(written.size()));
+  EXPECT_FALSE(fixture_->topic().Consume(1, 15s).empty()) << "the crashed relay published nothing";
+
+  auto relay = fixture_->StartRelay();
+  ASSERT_TRUE(AllPublished(30s)) << relay->Output();
+  const auto consumed = ConsumeAll(fixture_->topic(), written, 60s);
+  EXPECT_THAT(ContractViolations(consumed, written), IsEmpty());
+  EXPECT_GT(consumed.size(), written.size()) << "the first batch went out twice";
+}
+
+TEST_F(OutboxRelayE2E, ThreeRelaysKeepEveryChargesOrderWith10000ChargesWrittenConcurrently) {
+  std::vector<std::unique_ptr<ServiceProcess>> relays;
+  for (int i = 0; i < 3; ++i) relays.push_back(fixture_->StartRelay({{"RELAY_BATCH_SIZE", "200"}}));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return std::all_of(relays.begin(), relays.end(), [](const auto& r) {
+          const auto owned = MetricValue(r->port(), "outbox_relay_owned_shards");
+          return MetricValue(r->port(), "outbox_relay_members") == 3.0 && owned >= 85.0 && owned <= 86.0;
+        });
+      },
+      20s));
+  const auto written = WriteChargeEvents(db().url(), 10'000, 8);
+  ASSERT_TRUE(AllPublished(120s));
+  double published = 0;
+  for (const auto& r : relays) {
+    const auto n = MetricValue(r->port(), "outbox_events_published_total").value_or(0);
+    EXPECT_GT(n, 0) << "every relay took a share";
+    published += n;
+  }
+  EXPECT_GE(published, static_cast<double>(written.size()));
+  const auto consumed = ConsumeAll(fixture_->topic(), written, 120s);
+  const auto violations = ContractViolations(consumed, written);
+  EXPECT_THAT(violations, IsEmpty()) << violations.size() << " violations";
+}
+
+TEST_F(OutboxRelayE2E, KillingOneOfThreeRelaysMidRunLosesNothingAndKeepsOrder) {
+  std::vector<std::unique_ptr<ServiceProcess>> relays;
+  // Small batches, and a stall before each mark, so that the killed relay dies holding a batch.
+  for (int i = 0; i < 3; ++i) {
+    relays.push_back(fixture_->StartRelay({{"RELAY_BATCH_SIZE", "50"},
+                                           {"FAILPOINTS", "relay.after_publish_before_mark=sleep(20)"}}));
+  }
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return std::all_of(relays.begin(), relays.end(),
+                           [](const auto& r) { return MetricValue(r->port(), "outbox_relay_members") == 3.0; });
+      },
+      20s));
+  std::vector<WrittenEvent> written;
+  std::thread writer([&] { written = WriteChargeEvents(db().url(), 5'000, 4); });
+  // Mid-run: the victim has published some of its share and more is coming.
+  ASSERT_TRUE(Eventually([&] { return MetricValue(relays[1]->port(), "outbox_events_published_total") >= 200.0; }, 60s));
+  relays[1]->process().Signal(SIGKILL);
+  relays[1]->process().Wait(10s);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return MetricValue(relays[0]->port(), "outbox_relay_owned_shards") == 128.0 &&
+               MetricValue(relays[2]->port(), "outbox_relay_owned_shards") == 128.0;
+      },
+      20s))
+      << "the survivors did not take over the dead relay's shards";
+  writer.join();
+  ASSERT_TRUE(AllPublished(120s));
+  const auto consumed = ConsumeAll(fixture_->topic(), written, 120s);
+  const auto violations = ContractViolations(consumed, written);
+  EXPECT_THAT(violations, IsEmpty()) << violations.size() << " violations";
+}
+
+TEST_F(OutboxRelayE2E, APoisonEventIsParkedOthersFlowAndRetryOrSkipReleaseItsCharge) {
+  const auto a = NewUuid();
+  const auto b = NewUuid();
+  const auto c = NewUuid();
+  const auto a1 = WriteEvent(db().url(), a, 1);
+  const auto a2 = WriteEvent(db().url(), a, 2, 200'000);  // over this relay's 100 kB limit
+  const auto a3 = WriteEvent(db().url(), a, 3);
+  const auto b1 = WriteEvent(db().url(), b, 1);
+  const auto b2 = WriteEvent(db().url(), b, 2);
+  const auto c1 = WriteEvent(db().url(), c, 1, 2'000'000);  // over any limit here (the broker's is 1 MB)
+  const auto c2 = WriteEvent(db().url(), c, 2);
+  auto small = fixture_->StartRelay({{"KAFKA_MESSAGE_MAX_BYTES", "100000"}});
+  const auto published = [&](const WrittenEvent& e) {
+    return db().Scalar("SELECT published_at IS NOT NULL FROM outbox WHERE id = '" + e.id + "'") == "t";
+  };
+  const auto parked = [&](const WrittenEvent& e) {
+    return db().Scalar("SELECT parked_at IS NOT NULL FROM outbox WHERE id = '" + e.id + "'") == "t";
+  };
+  ASSERT_TRUE(Eventually([&] { return published(a1) && published(b1) && published(b2) && parked(a2) && parked(c1); }, 20s))
+      << small->Output();
+  EXPECT_FALSE(published(a3));  // waits behind a2
+  EXPECT_FALSE(published(c2));
+  EXPECT_TRUE(Eventually([&] { return MetricValue(small->port(), "outbox_parked_rows") == 2.0; }));
+  EXPECT_EQ(MetricValue(small->port(), "outbox_events_parked_total"), 2.0);
+  EXPECT_EQ(MetricValue(small->port(), "outbox_publish_errors_total{class=\"permanent\"}"), 2.0);
+
+  auto list = fixture_->RunCommand({"parked", "list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr(a2.id));
+  EXPECT_THAT(list.out, HasSubstr(c1.id));
+  EXPECT_THAT(list.out, HasSubstr("MSG_SIZE_TOO_LARGE"));
+
+  // An operator raises the relay's limit (a new release), then retries a2: it goes, then a3, in order.
+  small->process().Signal(SIGTERM);
+  EXPECT_EQ(small->process().Wait(15s).exit_code, 0);
+  auto relay = fixture_->StartRelay();
+  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->port(), "outbox_relay_owned_shards") == 256.0; }, 20s));
+  EXPECT_FALSE(published(a3));
+  auto retry = fixture_->RunCommand({"parked", "retry", a2.id});
+  EXPECT_EQ(retry.exit_code, 0) << retry.err;
+  ASSERT_TRUE(Eventually([&] { return published(a2) && published(a3); }, 20s)) << relay->Output();
+
+  // c1 cannot be sent by anyone: skipping it releases c2. Skipping twice says there is nothing to skip.
+  EXPECT_FALSE(published(c2));
+  auto skip = fixture_->RunCommand({"parked", "skip", c1.id});
+  EXPECT_EQ(skip.exit_code, 0) << skip.err;
+  ASSERT_TRUE(Eventually([&] { return published(c2); }, 20s));
+  EXPECT_EQ(fixture_->RunCommand({"parked", "skip", c1.id}).exit_code, 1);
+  EXPECT_EQ(fixture_->RunCommand({"parked", "retry", "not-a-uuid"}).exit_code, 2);
+
+  const std::vector<WrittenEvent> delivered{a1, a2, a3, b1, b2, c2};
+  const auto consumed = ConsumeAll(fixture_->topic(), delivered, 30s);
+  EXPECT_THAT(ContractViolations(consumed, delivered), IsEmpty());
+  for (const auto& m : consumed) EXPECT_NE(m.headers.at("ce_id"), c1.id);
+}
+
+TEST_F(OutboxRelayE2E, TheRetentionSubcommandDropsOldPublishedPartitionsAndKeepsUnpublishedOnes) {
+  db().Execute("SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 12, (now() AT TIME ZONE 'UTC')::date - 11)");
+  const auto day = [&](int offset) {
+    return db().Scalar("SELECT 'outbox_' || to_char((now() AT TIME ZONE 'UTC')::date + " + std::to_string(offset) +
+                       ", 'YYYYMMDD')");
+  };
+  db().Execute("INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, created_at, published_at) VALUES"
+               " (gen_random_uuid(), 'ch_old', 't', '{}', 1, 1, now() - interval '12 days', now()),"
+               " (gen_random_uuid(), 'ch_kept', 't', '{}', 1, 1, now() - interval '11 days', NULL)");
+  const auto result = fixture_->RunCommand({"retention"}, {{"RETENTION_DAYS", "7"}});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto report = boost::json::parse(result.out).as_object();
+  EXPECT_EQ(report.at("dropped").as_array().size(), 1u);
+  EXPECT_EQ(report.at("dropped").as_array().at(0).as_string(), day(-12));
+  EXPECT_EQ(report.at("kept_unpublished").as_array().at(0).as_string(), day(-11));
+  EXPECT_EQ(db().Scalar("SELECT to_regclass('" + day(-12) + "') IS NULL"), "t");
+  EXPECT_EQ(db().Scalar("SELECT to_regclass('" + day(-11) + "') IS NOT NULL"), "t");
+}
+
+}  // namespace
+}  // namespace charge_outbox::testing

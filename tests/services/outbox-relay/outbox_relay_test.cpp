@@ -1,0 +1,99 @@
+// outbox-relay without I/O: the Kafka message built from an event, and configuration (defaults, the
+// environment overrides the local stack relies on, security pass-through, secrets from the environment).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "relay_config.hpp"
+#include "relay_loop.hpp"
+
+namespace charge_outbox::outbox_relay {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+config::EnvLookup Env(std::map<std::string, std::string> values) {
+  return [values](const std::string& name) -> std::optional<std::string> {
+    const auto it = values.find(name);
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(ToMessageTest, KeyValueAndCloudEventsBinaryModeHeaders) {
+  outbox::OutboxEvent e{.id = "6f1c2a4e-0000-4000-8000-000000000001",
+                        .aggregateid = "ch_0123456789abcdef0123456789abcdef",
+                        .type = "payments.charge.captured.v1",
+                        .payload = R"({"sequence": 2})",
+                        .sequence = 2,
+                        .shard = 239,
+                        .position = 7,
+                        .traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                        .time = "2026-11-30T03:00:00.123Z",
+                        .created_at = "2026-11-30 03:00:00.123456+00"};
+  const auto m = ToMessage(e, "/charge-outbox/charge-api");
+  EXPECT_EQ(m.key, e.aggregateid);
+  EXPECT_EQ(m.value, e.payload);
+  EXPECT_THAT(m.headers, ElementsAre(Pair("ce_specversion", "1.0"), Pair("ce_id", e.id),
+                                     Pair("ce_source", "/charge-outbox/charge-api"), Pair("ce_type", e.type),
+                                     Pair("ce_time", e.time), Pair("ce_subject", e.aggregateid),
+                                     Pair("content-type", "application/json"), Pair("traceparent", e.traceparent)));
+  e.traceparent.clear();
+  EXPECT_EQ(ToMessage(e, "s").headers.size(), 7u);  // no empty traceparent header
+}
+
+TEST(RelayConfigTest, DefaultsAndTheEnvironmentTheLocalStackSets) {
+  auto reader = config::ConfigReader::FromString(
+      "", Env({{"DATABASE_URL", "postgresql://db/x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}, {"KAFKA_TOPIC", "events"},
+               {"HTTP_PORT", "0"}}));
+  const auto c = LoadConfig(reader, true);
+  EXPECT_EQ(c.database_url, "postgresql://db/x");
+  EXPECT_EQ(c.kafka_bootstrap_servers, "k:9092");
+  EXPECT_EQ(c.kafka_topic, "events");
+  EXPECT_EQ(c.http.port, 0);
+  EXPECT_EQ(c.batch_size, 1000);
+  EXPECT_EQ(c.kafka_properties.at("message.timeout.ms"), "30000");
+  EXPECT_EQ(c.kafka_properties.at("compression.type"), "lz4");
+  EXPECT_FALSE(c.kafka_properties.contains("security.protocol"));
+  EXPECT_EQ(c.retention.retention_days, 7);
+
+  auto defaults = config::ConfigReader::FromString(
+      "", Env({{"DATABASE_URL", "postgresql://db/x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}}));
+  EXPECT_EQ(LoadConfig(defaults, true).kafka_topic, "charge-events");
+}
+
+TEST(RelayConfigTest, SecuritySettingsPassThroughAndSecretsComeFromTheEnvironmentOnly) {
+  auto reader = config::ConfigReader::FromString(
+      "kafka:\n  security_protocol: SASL_SSL\n  sasl_mechanism: SCRAM-SHA-512\n  sasl_username: relay\n"
+      "  ssl_ca_location: /etc/ca.pem\n",
+      Env({{"DATABASE_URL", "postgresql://db/x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:9093"},
+           {"KAFKA_SASL_PASSWORD", "s3cret"}}));
+  const auto c = LoadConfig(reader, true);
+  EXPECT_EQ(c.kafka_properties.at("security.protocol"), "SASL_SSL");
+  EXPECT_EQ(c.kafka_properties.at("sasl.mechanism"), "SCRAM-SHA-512");
+  EXPECT_EQ(c.kafka_properties.at("sasl.username"), "relay");
+  EXPECT_EQ(c.kafka_properties.at("sasl.password"), "s3cret");
+  EXPECT_EQ(c.kafka_properties.at("ssl.ca.location"), "/etc/ca.pem");
+
+  auto in_file = config::ConfigReader::FromString(
+      "kafka:\n  sasl_password: oops\n", Env({{"DATABASE_URL", "x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:9093"}}));
+  EXPECT_THROW(LoadConfig(in_file, true), config::ConfigError);
+}
+
+TEST(RelayConfigTest, TheDaemonNeedsKafkaAndTheSubcommandsDoNot) {
+  auto daemon = config::ConfigReader::FromString("", Env({{"DATABASE_URL", "postgresql://db/x"}}));
+  try {
+    LoadConfig(daemon, true);
+    FAIL() << "no bootstrap servers accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.key(), "kafka.bootstrap_servers");
+  }
+  auto command = config::ConfigReader::FromString("", Env({{"DATABASE_URL", "postgresql://db/x"}}));
+  EXPECT_NO_THROW(LoadConfig(command, false));
+  auto typo = config::ConfigReader::FromString(
+      "relay:\n  batchsize: 10\n", Env({{"DATABASE_URL", "x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:1"}}));
+  EXPECT_THROW(LoadConfig(typo, true), config::ConfigError);
+}
+
+}  // namespace
+}  // namespace charge_outbox::outbox_relay
