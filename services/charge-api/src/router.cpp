@@ -68,7 +68,10 @@ asio::awaitable<http::Response> Router::Readiness() {
 }
 
 asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
-  const auto target = boost::urls::parse_origin_form(std::string_view(request.target().data(), request.target().size()));
+  // A NUL-terminated copy: Boost.URL 1.81 reads query strings with strlen, past the end of a bare view
+  // into the request buffer.
+  const std::string target_text(request.target().data(), request.target().size());
+  const auto target = boost::urls::parse_origin_form(target_text);
   if (!target) co_return Routed{"other", ToResponse(ApiError{ApiErrc::kNotFound, "Malformed request target."})};
   const auto path = target->path();
   const auto method = request.method();
