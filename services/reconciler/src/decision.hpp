@@ -1,0 +1,106 @@
+// The reconciler's decision table: what one look at the acquirer means for a pending charge. Pure
+// functions over plain data (the clock and the random source are passed in), so every row of the table
+// in docs/reconciler.md is a unit test.
+//
+// The rules, in short (seed 000 and 004: never guess):
+//   - lookup finds our capture (amount, currency, reference match) -> captured; past the deadline -> void it
+//   - lookup finds a different capture under our key                -> needs_review, never a fix
+//   - not found, on one look or within the visibility window         -> stay pending, look again
+//   - not found on repeated looks past the window                    -> policy: fail (not_captured) or resubmit
+//   - no usable answer                                              -> stay pending, backoff with jitter
+//   - past the deadline and still unconfirmed                        -> needs_review
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "charge_outbox/acquirer/model.hpp"
+#include "charge_outbox/acquirer/retry_policy.hpp"
+#include "charge_outbox/charges/charge_store.hpp"
+
+namespace charge_outbox::reconciler {
+
+// What to do with a charge that has stayed not found at the acquirer past the visibility window.
+enum class NotFoundPolicy {
+  kFail,      // no money moved: failed with reason not_captured (the default)
+  kResubmit,  // capture again with the same idempotency key; the acquirer deduplicates
+};
+
+std::string_view ToString(NotFoundPolicy policy);
+
+struct DecisionOptions {
+  std::chrono::milliseconds deadline{std::chrono::hours{1}};              // from the charge's creation
+  std::chrono::milliseconds visibility_window{std::chrono::minutes{5}};   // how late a capture may show up
+  NotFoundPolicy not_found_policy = NotFoundPolicy::kFail;
+  int min_not_found_looks = 2;                                            // "never on a single look"
+  std::chrono::milliseconds backoff_base{std::chrono::seconds{30}};       // first delay after an unknown
+  std::chrono::milliseconds backoff_max{std::chrono::minutes{15}};        // cap on the delay
+};
+
+// Failure reasons the reconciler writes (charges.failure_reason and the event payload).
+inline constexpr std::string_view kReasonNotCaptured = "not_captured";
+inline constexpr std::string_view kReasonCaptureMismatch = "acquirer_capture_mismatch";
+inline constexpr std::string_view kReasonCaptureVoided = "acquirer_capture_voided";
+inline constexpr std::string_view kReasonRejected = "acquirer_rejected_request";
+inline constexpr std::string_view kReasonDeadlineUnconfirmed = "deadline_passed_unconfirmed";
+inline constexpr std::string_view kReasonDeadlineVoided = "deadline_passed_voided";
+inline constexpr std::string_view kReasonVoidUnconfirmed = "void_unconfirmed";
+
+enum class Step {
+  kResolve,   // apply `transition` (through ChargeStore::Complete)
+  kDefer,     // stay pending; look again after `defer`
+  kResubmit,  // capture again with the same key, then DecideAfterResubmit
+  kVoid,      // void `capture_id` with the charge's key, then DecideAfterVoid
+};
+
+struct Decision {
+  Step step = Step::kDefer;
+  charges::Transition transition;      // kResolve: to, acquirer_capture_id, decline_code, failure_reason
+  std::chrono::milliseconds defer{0};  // kDefer
+  std::string capture_id;              // kVoid
+  // The acquirer gave no usable answer, or refused our request: the run reports an error (and exits
+  // non-zero) even though the charge itself is safe.
+  bool error = false;
+  std::string_view why;  // one word for the log line
+};
+
+// What one lookup by key (the run's last attempt) showed, and what we know about the charge.
+struct LookupFacts {
+  acquirer::OutcomeKind kind = acquirer::OutcomeKind::kNotFound;
+  std::optional<acquirer::Capture> capture;  // kCaptured, kMismatch
+  std::optional<std::string> decline_code;   // kDeclined
+  bool past_deadline = false;
+  int check_count = 0;  // earlier looks that left the charge pending
+  // kNotFound: not-found looks since the last capture that may have been sent, this one included, and
+  // when the first of them started.
+  int not_found_looks = 0;
+  std::optional<charges::Timestamp> first_not_found_at;
+  charges::Timestamp now{};
+};
+
+Decision DecideAfterLookup(const LookupFacts& facts, const DecisionOptions& options, acquirer::RandomSource& random);
+
+// What a capture with the same key (policy resubmit) showed.
+struct ResubmitFacts {
+  acquirer::OutcomeKind kind = acquirer::OutcomeKind::kNotSent;
+  std::optional<acquirer::Capture> capture;
+  std::optional<std::string> decline_code;
+  int check_count = 0;
+};
+
+Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& options,
+                             acquirer::RandomSource& random);
+
+// What voiding `capture_id` with the charge's key showed (past the deadline).
+Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_id);
+
+// The delay before the next look after `check_count` earlier ones left the charge pending: exponential
+// (base * 2^check_count, capped) with equal jitter, uniform in [ceiling/2, ceiling): never near zero, so
+// a struggling acquirer is not asked again at once, and spread so charges that failed together do not
+// come back together.
+std::chrono::milliseconds NextCheckDelay(int check_count, const DecisionOptions& options,
+                                         acquirer::RandomSource& random);
+
+}  // namespace charge_outbox::reconciler

@@ -1,0 +1,302 @@
+#include "pending_sweep.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+
+#include "charge_outbox/failpoints/failpoints.hpp"
+#include "charge_outbox/log/log.hpp"
+#include "charge_outbox/trace/trace_context.hpp"
+#include "attempt_log.hpp"
+#include "decision.hpp"
+
+namespace charge_outbox::reconciler {
+namespace {
+
+namespace asio = boost::asio;
+using acquirer::OutcomeKind;
+using charges::ChargeStatus;
+using std::chrono::milliseconds;
+
+constexpr const char* kFailpointAfterLookup = "reconciler.after_acquirer_lookup";
+
+// A failpoint on the I/O thread: crash or fail as configured; a sleep waits on a timer, not the thread.
+asio::awaitable<bool> Failpoint(std::string_view name) {
+  const auto spec = failpoints::Lookup(name);
+  switch (spec.action) {
+    case failpoints::Action::kNone: co_return false;
+    case failpoints::Action::kCrash:
+      spdlog::warn("failpoint {}: crashing", name);
+      log::Flush();
+      failpoints::Hit(name);
+      co_return true;
+    case failpoints::Action::kError: co_return true;
+    case failpoints::Action::kSleep: {
+      asio::steady_timer timer(co_await asio::this_coro::executor, spec.sleep);
+      co_await timer.async_wait(asio::use_awaitable);
+      co_return false;
+    }
+  }
+  co_return false;
+}
+
+// The trace of a reconciler transition: a new span in the trace of the request that created the charge,
+// so one trace still follows the charge to every consumer.
+std::string TraceparentFor(const charges::Charge& charge) {
+  const auto parent = trace::ParseTraceparent(charge.traceparent);
+  return (parent ? trace::ChildOf(*parent) : trace::NewTrace()).ToTraceparent();
+}
+
+}  // namespace
+
+PendingSweep::PendingSweep(SweepDependencies deps, SweepOptions options, std::string owner_id)
+    : deps_(deps), options_(std::move(options)), owner_id_(std::move(owner_id)) {}
+
+asio::awaitable<RunSummary> PendingSweep::Run() {
+  RunSummary summary;
+  summary.mode = RunMode::kSweep;
+  const auto started = deps_.clock.SteadyNow();
+  const auto budget_end = started + options_.time_budget;
+  std::optional<charges::SweepCursor> cursor;
+  for (;;) {
+    if (OutOfTime(budget_end)) {
+      spdlog::info("{}; the rest waits for the next run",
+                   stop_requested_ ? "asked to stop" : "time budget spent");
+      break;
+    }
+    const charges::ClaimRequest request{owner_id_, options_.claim_lease, options_.grace_period, options_.batch_size,
+                                        cursor};
+    const auto claim_call = [&] { return deps_.store.ClaimDue(request); };
+    auto batch = co_await WithDbRetries(claim_call);
+    if (!batch) {
+      ++summary.errors;
+      spdlog::error("claiming pending charges failed: database {}: {}", db::ToString(batch.error().code),
+                    batch.error().detail);
+      break;
+    }
+    if (batch->charges.empty()) break;
+    cursor = batch->next;
+    const auto claimed = batch->charges.size();
+    co_await ProcessBatch(batch->charges, deps_.clock.SteadyNow(), budget_end, summary);
+    if (claimed < static_cast<std::size_t>(options_.batch_size)) break;
+  }
+  // Claims not worked on (budget spent, or an error left one behind) go back now rather than when their
+  // lease runs out, so the next run and charge-api retries need not wait.
+  const auto release_call = [&] { return deps_.store.ReleaseAll(owner_id_); };
+  const auto released = co_await WithDbRetries(release_call);
+  if (!released) {
+    ++summary.errors;
+    spdlog::error("giving back unworked claims failed (they expire by themselves): {}", released.error().detail);
+  } else if (*released > 0) {
+    spdlog::info("{} claimed charge(s) given back unworked", *released);
+  }
+  summary.duration = std::chrono::duration_cast<milliseconds>(deps_.clock.SteadyNow() - started);
+  co_return summary;
+}
+
+asio::awaitable<void> PendingSweep::ProcessBatch(std::vector<charges::ClaimedCharge>& batch, SteadyTime claimed_at,
+                                                 SteadyTime budget_end, RunSummary& summary) {
+  const auto executor = co_await asio::this_coro::executor;
+  std::size_t next = 0;
+  std::size_t running = 0;
+  asio::steady_timer all_done(executor, asio::steady_timer::time_point::max());
+  const auto workers = std::min(batch.size(), static_cast<std::size_t>(options_.concurrency));
+  if (workers == 0) co_return;
+  for (std::size_t i = 0; i < workers; ++i) {
+    ++running;
+    asio::co_spawn(executor, Work(batch, next, claimed_at, budget_end, summary), [&](std::exception_ptr failure) {
+      if (failure) {
+        // A bug, not a condition: count it so the run exits non-zero, and leave the claim to expire.
+        ++summary.errors;
+        try {
+          std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+          spdlog::error("checking a charge threw: {}", e.what());
+        }
+      }
+      if (--running == 0) all_done.cancel();
+    });
+  }
+  boost::system::error_code ignored;
+  co_await all_done.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+}
+
+asio::awaitable<void> PendingSweep::Work(std::vector<charges::ClaimedCharge>& batch, std::size_t& next,
+                                         SteadyTime claimed_at, SteadyTime budget_end, RunSummary& summary) {
+  while (next < batch.size() && !OutOfTime(budget_end)) {
+    const auto& claimed = batch[next++];
+    co_await Check(claimed, claimed_at, summary);
+  }
+}
+
+asio::awaitable<bool> PendingSweep::Renew(const charges::Charge& charge, RunSummary& summary) {
+  const auto renew_call = [&] { return deps_.store.RenewClaim(charge.id, owner_id_, options_.claim_lease); };
+  const auto renewed = co_await WithDbRetries(renew_call);
+  if (!renewed) {
+    ++summary.errors;
+    spdlog::error("charge {}: renewing the claim failed: {}", charge.public_id(), renewed.error().detail);
+    co_return false;
+  }
+  if (!*renewed) {
+    ++summary.already_resolved;
+    spdlog::info("charge {}: no longer ours (resolved or taken over); left alone", charge.public_id());
+    co_return false;
+  }
+  co_return true;
+}
+
+asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
+                                          RunSummary& summary) {
+  const auto& charge = claimed.charge;
+  ++summary.examined;
+  // A charge that waited long in its batch renews its claim first, so the lease covers the work ahead.
+  if (deps_.clock.SteadyNow() - claimed_at > options_.claim_lease / 3 && !co_await Renew(charge, summary)) co_return;
+
+  AttemptLog log(deps_.charges, charge.id, acquirer::Operation::kLookup);
+  const acquirer::LookupRequest lookup{
+      charges::AcquirerIdempotencyKey(charge),
+      acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
+  const auto lookup_call = [&](std::string request_id) {
+    return deps_.acquirer.LookupByKey(lookup, std::move(request_id));
+  };
+  const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, lookup_call);
+
+  if (co_await Failpoint(kFailpointAfterLookup)) {
+    ++summary.errors;
+    co_await log.FlushFinish();
+    spdlog::error("charge {}: failpoint {}: left pending", charge.public_id(), kFailpointAfterLookup);
+    co_return;
+  }
+
+  const auto& last = run.last();
+  LookupFacts facts;
+  facts.kind = last.kind;
+  facts.capture = last.capture;
+  facts.decline_code = last.decline_code;
+  facts.now = deps_.clock.WallNow();
+  facts.past_deadline = facts.now - charge.created_at >= options_.decision.deadline;
+  facts.check_count = claimed.check_count;
+  if (last.kind == OutcomeKind::kNotFound) {
+    const auto history_call = [&] { return deps_.store.ReadNotFoundHistory(charge.id); };
+    const auto history = co_await WithDbRetries(history_call);
+    if (!history) {
+      ++summary.errors;
+      co_await log.FlushFinish();
+      spdlog::error("charge {}: reading its not-found history failed: {}", charge.public_id(),
+                    history.error().detail);
+      co_return;
+    }
+    // This look is not finished on record yet, so it is not in the history: count it here.
+    facts.not_found_looks = history->looks + 1;
+    facts.first_not_found_at = history->first_look_at.value_or(run.attempts.back().started_at);
+  }
+  const auto decision = DecideAfterLookup(facts, options_.decision, deps_.random);
+  spdlog::debug("charge {}: lookup {} -> {}", charge.public_id(), acquirer::ToString(last.kind), decision.why);
+  switch (decision.step) {
+    case Step::kResolve:
+    case Step::kDefer: co_await Apply(claimed, decision, log, summary); co_return;
+    case Step::kResubmit:
+      co_await log.FlushFinish();
+      co_await Resubmit(claimed, summary);
+      co_return;
+    case Step::kVoid:
+      co_await log.FlushFinish();
+      co_await Void(claimed, decision.capture_id, summary);
+      co_return;
+  }
+}
+
+asio::awaitable<void> PendingSweep::Resubmit(const charges::ClaimedCharge& claimed, RunSummary& summary) {
+  const auto& charge = claimed.charge;
+  if (!co_await Renew(charge, summary)) co_return;
+  AttemptLog log(deps_.charges, charge.id, acquirer::Operation::kCapture);
+  const acquirer::CaptureRequest capture{charges::AcquirerIdempotencyKey(charge), charge.amount, charge.currency,
+                                         charge.public_id(), charge.payment_method};
+  const auto capture_call = [&](std::string request_id) {
+    return deps_.acquirer.Capture(capture, std::move(request_id));
+  };
+  const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, capture_call);
+  const auto& last = run.last();
+  const ResubmitFacts facts{last.kind, last.capture, last.decline_code, claimed.check_count};
+  const auto decision = DecideAfterResubmit(facts, options_.decision, deps_.random);
+  spdlog::info("charge {}: not found past the visibility window; resubmitted with the same key: {} -> {}",
+               charge.public_id(), acquirer::ToString(last.kind), decision.why);
+  co_await Apply(claimed, decision, log, summary);
+}
+
+asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, const std::string& capture_id,
+                                         RunSummary& summary) {
+  const auto& charge = claimed.charge;
+  if (!co_await Renew(charge, summary)) co_return;
+  AttemptLog log(deps_.charges, charge.id, acquirer::Operation::kVoid);
+  // The charge's own key: the acquirer keeps void keys apart from capture keys, and one key per charge
+  // makes a repeated void (after a crash) the same void.
+  const acquirer::VoidRequest request{capture_id, charges::AcquirerIdempotencyKey(charge)};
+  const auto void_call = [&](std::string request_id) { return deps_.acquirer.Void(request, std::move(request_id)); };
+  const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, void_call);
+  const auto decision = DecideAfterVoid(run.last().kind, capture_id);
+  spdlog::info("charge {}: captured but past its deadline; void {}: {}", charge.public_id(),
+               acquirer::ToString(run.last().kind), decision.why);
+  co_await Apply(claimed, decision, log, summary);
+}
+
+asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed, const Decision& decision,
+                                          AttemptLog& log, RunSummary& summary) {
+  const auto& charge = claimed.charge;
+  if (decision.error) ++summary.errors;
+  const auto finish = log.TakeLastFinish();
+  switch (decision.step) {
+    case Step::kDefer: {
+      const auto reschedule_call = [&] { return deps_.store.Reschedule(charge.id, owner_id_, decision.defer, finish); };
+      const auto done = co_await WithDbRetries(reschedule_call);
+      if (!done) {
+        ++summary.errors;
+        spdlog::error("charge {}: scheduling its next check failed: {}", charge.public_id(), done.error().detail);
+      } else if (!*done) {
+        ++summary.already_resolved;
+      } else {
+        ++summary.still_pending;
+        spdlog::info("charge {} stays pending ({}); next check in {} s", charge.public_id(), decision.why,
+                     decision.defer.count() / 1000);
+      }
+      co_return;
+    }
+    case Step::kResolve: {
+      auto transition = decision.transition;
+      transition.at = std::chrono::time_point_cast<milliseconds>(deps_.clock.WallNow());
+      transition.traceparent = TraceparentFor(charge);
+      const auto complete_call = [&] { return deps_.charges.Complete(charge.id, transition, finish); };
+      const auto done = co_await WithDbRetries(complete_call);
+      if (!done) {
+        // The acquirer's answer is known but not recorded: the claim is given back at the end of the run
+        // and the next run asks again and records the same truth.
+        ++summary.errors;
+        spdlog::error("charge {}: recording {} failed: {}", charge.public_id(), charges::ToString(transition.to),
+                      done.error().detail);
+      } else if (!done->applied) {
+        ++summary.already_resolved;
+        spdlog::info("charge {} was resolved {} by someone else first", charge.public_id(),
+                     charges::ToString(done->charge.status));
+      } else {
+        summary.CountResolved(transition.to);
+        spdlog::info("charge {} -> {} ({}{}{})", charge.public_id(), charges::ToString(transition.to), decision.why,
+                     transition.failure_reason ? ": " : "", transition.failure_reason.value_or(""));
+      }
+      co_return;
+    }
+    case Step::kResubmit:
+    case Step::kVoid:
+      // Only DecideAfterLookup asks for these, and Check follows them itself.
+      ++summary.errors;
+      spdlog::error("charge {}: unexpected follow-up step ({})", charge.public_id(), decision.why);
+      co_return;
+  }
+}
+
+}  // namespace charge_outbox::reconciler

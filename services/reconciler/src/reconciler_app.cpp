@@ -1,0 +1,186 @@
+#include "reconciler_app.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "charge_outbox/acquirer/http_acquirer_client.hpp"
+#include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/charges/reconciliation_store.hpp"
+#include "charge_outbox/db/database.hpp"
+#include "charge_outbox/log/log.hpp"
+#include "pending_sweep.hpp"
+#include "reconciler_probe.hpp"
+#include "window_reconciliation.hpp"
+
+namespace charge_outbox::reconciler {
+namespace {
+
+namespace asio = boost::asio;
+
+bool WriteAll(int fd, const std::string& text) {
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const auto n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    written += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Written beside the target and renamed over it, so a reader never sees half a report.
+bool WriteFileAtomically(const std::string& path, const std::string& text) {
+  const auto temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) return false;
+  }
+  return std::rename(temporary.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+struct ReconcilerApp::Parts {
+  explicit Parts(ReconcilerConfig c)
+      : config(std::move(c)),
+        database(config.database_url, {.connections = config.database_pool_size,
+                                       .max_queued = 100'000,
+                                       .application_name = "reconciler"}),
+        charges(charges::MakePgChargeStore(database)),
+        store(charges::MakePgReconciliationStore(database)),
+        acquirer_client(io.get_executor(), config.acquirer),
+        policy(config.acquirer.retry, std::make_shared<acquirer::Mt19937RandomSource>()),
+        owner_id("reconciler/" + config.instance_id + "/" + acquirer::NewRequestId()) {}
+
+  // Logs the summary line, pushes the metrics, and turns the run into an exit status.
+  int Finish(const RunSummary& summary) {
+    const auto now = std::chrono::system_clock::now();
+    log::Flush();
+    const auto line = SummaryLine(summary, now);
+    std::fputs(line.c_str(), stdout);
+    std::fflush(stdout);
+    int status = summary.ok() ? 0 : kExitRunErrors;
+    probe.Record(summary, now);
+    if (!config.pushgateway.url.empty()) {
+      const int http_status = probe.Push(config.pushgateway, summary.mode);
+      if (http_status < 200 || http_status > 299) {
+        // The run's work is done, but nobody will see its figures: fail the Job so that someone does.
+        spdlog::error("pushing metrics to {} failed (status {}); check metrics.pushgateway.url",
+                      config.pushgateway.url, http_status);
+        status = kExitRunErrors;
+      }
+    }
+    log::Flush();
+    return status;
+  }
+
+  ReconcilerConfig config;
+  asio::io_context io;
+  db::Database database;
+  std::unique_ptr<charges::ChargeStore> charges;
+  std::unique_ptr<charges::ReconciliationStore> store;
+  acquirer::HttpAcquirerClient acquirer_client;
+  acquirer::AsioSteadyClock clock;
+  acquirer::RetryPolicy policy;
+  acquirer::Mt19937RandomSource jitter;
+  ReconcilerProbe probe;
+  std::string owner_id;
+};
+
+ReconcilerApp::ReconcilerApp(ReconcilerConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}
+
+ReconcilerApp::~ReconcilerApp() = default;
+
+int ReconcilerApp::RunSweep(const app::ShutdownSignals& signals) {
+  auto& p = *parts_;
+  PendingSweep sweep({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock, p.jitter}, p.config.sweep,
+                     p.owner_id);
+  spdlog::info("sweep {}: pending charges older than {} ms, batches of {}, {} at once, budget {} ms, "
+               "not-found policy {}",
+               p.owner_id, p.config.sweep.grace_period.count(), p.config.sweep.batch_size,
+               p.config.sweep.concurrency, p.config.sweep.time_budget.count(),
+               ToString(p.config.sweep.decision.not_found_policy));
+  std::optional<RunSummary> summary;
+  asio::co_spawn(p.io, sweep.Run(), [&](std::exception_ptr failure, RunSummary result) {
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        spdlog::error("the sweep failed: {}", e.what());
+      }
+    } else {
+      summary = std::move(result);
+    }
+    p.io.stop();
+  });
+  // SIGTERM (a Job past activeDeadlineSeconds, a node drain): stop starting charges and finish cleanly.
+  std::jthread watcher([&](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      if (const auto signal = signals.WaitFor(std::chrono::milliseconds{200})) {
+        spdlog::warn("signal {}: finishing the charges in progress, starting no more", *signal);
+        asio::post(p.io, [&] { sweep.RequestStop(); });
+        return;
+      }
+    }
+  });
+  p.io.run();
+  watcher.request_stop();
+  watcher.join();
+  if (!summary) {
+    RunSummary failed;
+    failed.errors = 1;
+    return p.Finish(failed);
+  }
+  return p.Finish(*summary);
+}
+
+int ReconcilerApp::RunWindow(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to,
+                             const std::string& output, int report_fd) {
+  auto& p = *parts_;
+  const auto& sweep = p.config.sweep;
+  WindowReconciliation window({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock},
+                              {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease});
+  std::optional<WindowResult> result;
+  asio::co_spawn(p.io, window.Run(from, to), [&](std::exception_ptr failure, WindowResult r) {
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        spdlog::error("the window report failed: {}", e.what());
+      }
+    } else {
+      result = std::move(r);
+    }
+    p.io.stop();
+  });
+  p.io.run();
+  if (!result) {
+    RunSummary failed;
+    failed.mode = RunMode::kWindow;
+    failed.errors = 1;
+    return p.Finish(failed);
+  }
+  const auto text = boost::json::serialize(result->report) + "\n";
+  const bool written = output.empty() ? WriteAll(report_fd, text) : WriteFileAtomically(output, text);
+  if (!written) {
+    spdlog::error("writing the report to {} failed: {}", output.empty() ? "stdout" : output, std::strerror(errno));
+    ++result->summary.errors;
+  }
+  return p.Finish(result->summary);
+}
+
+}  // namespace charge_outbox::reconciler

@@ -1,0 +1,39 @@
+// ReconcilerApp: wires one run together (database pool, the two stores, the acquirer client, the retry
+// policy) and runs it: a pending sweep, or a window report. Each run ends with its summary line, its
+// metrics pushed when a Pushgateway is configured, and the process's exit status.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "charge_outbox/app/shutdown.hpp"
+#include "reconciler_config.hpp"
+
+namespace charge_outbox::reconciler {
+
+// Exit status of a run that had errors (0: none; 2, config::kExitConfigError: bad configuration).
+inline constexpr int kExitRunErrors = 1;
+
+class ReconcilerApp {
+ public:
+  explicit ReconcilerApp(ReconcilerConfig config);
+  ~ReconcilerApp();
+  ReconcilerApp(const ReconcilerApp&) = delete;
+  ReconcilerApp& operator=(const ReconcilerApp&) = delete;
+
+  // One sweep of the due pending charges. A SIGTERM or SIGINT (blocked by the caller's ShutdownSignals,
+  // see main.cpp) stops it early: work in progress finishes, the rest is given back.
+  int RunSweep(const app::ShutdownSignals& signals);
+
+  // The window report for [from, to), written to `output` (a file, replaced atomically) or, when `output`
+  // is empty, to `report_fd` (the original stdout).
+  int RunWindow(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to,
+                const std::string& output, int report_fd);
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace charge_outbox::reconciler

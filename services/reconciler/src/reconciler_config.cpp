@@ -1,0 +1,78 @@
+#include "reconciler_config.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iterator>
+
+#include "charge_outbox/log/log.hpp"
+
+namespace charge_outbox::reconciler {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string HostName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "reconciler");
+  return host;
+}
+
+}  // namespace
+
+ReconcilerConfig LoadConfig(config::ConfigReader& r) {
+  ReconcilerConfig c;
+  c.database_url = r.Secret("database.url");
+  c.acquirer = acquirer::LoadAcquirerClientConfig(r);
+
+  auto& s = c.sweep;
+  s.grace_period = r.Duration("reconciler.grace_period", std::chrono::minutes{2}, milliseconds{0},
+                              std::chrono::hours{24});
+  s.batch_size = static_cast<int>(r.Integer("reconciler.batch_size", 100, 1, 10'000));
+  s.concurrency = static_cast<int>(r.Integer("reconciler.concurrency", 8, 1, 256));
+  s.time_budget = r.Duration("reconciler.time_budget", seconds{50}, milliseconds{1}, std::chrono::hours{24});
+  s.claim_lease = r.Duration("reconciler.claim_lease", seconds{90}, seconds{1}, std::chrono::hours{1});
+  // One charge may need two acquirer operations (lookup, then capture or void), each up to the retry
+  // budget plus one call timeout; the lease is renewed before the second, so it must cover one with room.
+  const auto one_operation = c.acquirer.retry.total_budget + c.acquirer.request_timeout;
+  if (s.claim_lease < 2 * one_operation) {
+    throw config::ConfigError("reconciler.claim_lease",
+                              "must be at least twice acquirer.retry.total_budget + acquirer.request_timeout (" +
+                                  std::to_string(2 * one_operation.count()) +
+                                  "ms), or a claim could expire while its charge is being worked on");
+  }
+
+  auto& d = s.decision;
+  d.deadline = r.Duration("reconciler.deadline", std::chrono::hours{1}, seconds{1}, std::chrono::hours{24 * 30});
+  d.visibility_window = r.Duration("reconciler.visibility_window", std::chrono::minutes{5}, milliseconds{0},
+                                   std::chrono::hours{24});
+  if (d.visibility_window >= d.deadline) {
+    throw config::ConfigError("reconciler.visibility_window",
+                              "must be shorter than reconciler.deadline, or no charge could ever be concluded "
+                              "not captured before its deadline");
+  }
+  d.not_found_policy = r.Choice("reconciler.not_found_policy", "fail", {"fail", "resubmit"}) == "fail"
+                           ? NotFoundPolicy::kFail
+                           : NotFoundPolicy::kResubmit;
+  d.backoff_base = r.Duration("reconciler.backoff.base", seconds{30}, milliseconds{1}, std::chrono::hours{1});
+  d.backoff_max = r.Duration("reconciler.backoff.max", std::chrono::minutes{15}, milliseconds{1},
+                             std::chrono::hours{24});
+  if (d.backoff_max < d.backoff_base) {
+    throw config::ConfigError("reconciler.backoff.max", "must not be shorter than reconciler.backoff.base");
+  }
+
+  c.database_pool_size = static_cast<std::size_t>(
+      r.Integer("database.pool_size", static_cast<std::int64_t>(s.concurrency) + 2, 1, 512));
+  c.pushgateway.url = r.String("metrics.pushgateway.url", "");
+  c.pushgateway.job = r.String("metrics.pushgateway.job", "reconciler");
+  if (c.pushgateway.job.empty()) {
+    throw config::ConfigError("metrics.pushgateway.job", "must not be empty; the default is reconciler");
+  }
+  c.instance_id = r.String("instance.id", HostName());
+  c.log_level = r.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
+  r.RejectUnknownKeys();
+  return c;
+}
+
+}  // namespace charge_outbox::reconciler

@@ -1,0 +1,91 @@
+#include "reconciler_probe.hpp"
+
+#include <prometheus/gateway.h>
+
+#include <charconv>
+
+namespace charge_outbox::reconciler {
+namespace {
+
+double Seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::optional<PushgatewayAddress> ParsePushgatewayUrl(const std::string& url) {
+  std::string_view rest = url;
+  std::string scheme;
+  if (rest.starts_with("http://")) {
+    scheme = "http://";
+  } else if (rest.starts_with("https://")) {
+    scheme = "https://";
+  } else {
+    return std::nullopt;
+  }
+  rest.remove_prefix(scheme.size());
+  if (rest.ends_with('/')) rest.remove_suffix(1);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || rest.find('/') != std::string_view::npos) return std::nullopt;
+  const auto port = rest.substr(colon + 1);
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc{} || ptr != port.data() + port.size() || value < 1 || value > 65535) return std::nullopt;
+  return PushgatewayAddress{scheme + std::string(rest.substr(0, colon)), std::string(port)};
+}
+
+ReconcilerProbe::ReconcilerProbe()
+    : registry_(metrics::NewRegistry()), success_registry_(metrics::NewRegistry()) {}
+
+void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::time_point finished_at) {
+  // No `mode` label on the metrics themselves: the Pushgateway's grouping key adds it to each.
+  auto gauge = [&](const std::string& name, const std::string& help, double value) {
+    prometheus::BuildGauge().Name(name).Help(help).Register(*registry_).Add({}).Set(value);
+  };
+  auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  gauge("reconciler_last_run_examined_charges", "Charges the last run looked at", d(s.examined));
+  auto& resolved = prometheus::BuildGauge()
+                       .Name("reconciler_last_run_resolved_charges")
+                       .Help("Charges the last run moved out of pending (window: flagged for review), by outcome")
+                       .Register(*registry_);
+  resolved.Add({{"outcome", "captured"}}).Set(d(s.captured));
+  resolved.Add({{"outcome", "failed"}}).Set(d(s.failed));
+  resolved.Add({{"outcome", "canceled"}}).Set(d(s.canceled));
+  resolved.Add({{"outcome", "needs_review"}}).Set(d(s.needs_review));
+  gauge("reconciler_last_run_still_pending_charges", "Charges the last run looked at and left pending",
+        d(s.still_pending));
+  gauge("reconciler_last_run_already_resolved_charges",
+        "Charges resolved by someone else while the last run worked on them", d(s.already_resolved));
+  gauge("reconciler_last_run_errors", "Errors in the last run (no usable acquirer answer, database failures)",
+        d(s.errors));
+  gauge("reconciler_last_run_duration_seconds", "How long the last run took",
+        std::chrono::duration<double>(s.duration).count());
+  gauge("reconciler_last_run_timestamp_seconds", "When the last run finished", Seconds(finished_at));
+  if (s.mode == RunMode::kWindow) {
+    auto& family = prometheus::BuildGauge()
+                       .Name("reconciler_last_run_discrepancies")
+                       .Help("Discrepancies the last window report found, by kind")
+                       .Register(*registry_);
+    for (const auto& [kind, count] : s.discrepancies) family.Add({{"kind", kind}}).Set(d(count));
+  }
+  success_ = s.ok();
+  if (success_) {
+    prometheus::BuildGauge()
+        .Name("reconciler_last_success_timestamp_seconds")
+        .Help("When the last run without errors finished")
+        .Register(*success_registry_)
+        .Add({})
+        .Set(Seconds(finished_at));
+  }
+}
+
+int ReconcilerProbe::Push(const PushgatewayOptions& options, RunMode mode) {
+  const auto address = ParsePushgatewayUrl(options.url);
+  if (!address) return -1;
+  prometheus::Gateway gateway(address->host, address->port, options.job, {{"mode", std::string(ToString(mode))}});
+  gateway.RegisterCollectable(registry_);
+  if (success_) gateway.RegisterCollectable(success_registry_);
+  return gateway.PushAdd();
+}
+
+}  // namespace charge_outbox::reconciler

@@ -1,0 +1,58 @@
+// ReconcilerProbe: the reconciler's metrics. A run is a process that exits, so nothing scrapes it: the
+// figures of the run are set once at the end and pushed to a Prometheus Pushgateway when one is
+// configured, grouped by job and mode (`/metrics/job/reconciler/mode/sweep`), so a window report never
+// overwrites the sweep's figures; the gateway adds `job` and `mode` to every series.
+//
+//   reconciler_last_run_examined_charges
+//   reconciler_last_run_resolved_charges{outcome="captured|failed|canceled|needs_review"}
+//   reconciler_last_run_still_pending_charges
+//   reconciler_last_run_already_resolved_charges
+//   reconciler_last_run_errors
+//   reconciler_last_run_duration_seconds
+//   reconciler_last_run_timestamp_seconds
+//   reconciler_last_success_timestamp_seconds   only pushed by runs without errors
+//   reconciler_last_run_discrepancies{kind}     window reports
+//
+// Alert on time() - reconciler_last_success_timestamp_seconds: it catches runs that fail, and runs that
+// stop happening at all. Not thread-safe: used once, at the end of a run.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "charge_outbox/metrics/metrics.hpp"
+#include "reconciler_config.hpp"
+#include "run_summary.hpp"
+
+namespace charge_outbox::reconciler {
+
+struct PushgatewayAddress {
+  std::string host;  // with its scheme: "http://pushgateway"
+  std::string port;
+};
+
+// Parses "http://host:port" (or https); nullopt for anything else, so config can name the key.
+std::optional<PushgatewayAddress> ParsePushgatewayUrl(const std::string& url);
+
+class ReconcilerProbe {
+ public:
+  ReconcilerProbe();
+
+  // Sets every gauge from the summary.
+  void Record(const RunSummary& summary, std::chrono::system_clock::time_point finished_at);
+  // PushAdd (HTTP POST: replaces only the metrics this run sets) to the gateway. Returns the HTTP status,
+  // or a negative number when the gateway could not be reached.
+  int Push(const PushgatewayOptions& options, RunMode mode);
+
+  metrics::Registry& registry() { return *registry_; }
+
+ private:
+  std::shared_ptr<metrics::Registry> registry_;
+  // A separate registry for the success timestamp, registered with the gateway only after a clean run.
+  std::shared_ptr<metrics::Registry> success_registry_;
+  bool success_ = false;
+};
+
+}  // namespace charge_outbox::reconciler

@@ -1,0 +1,223 @@
+#include "window_reconciliation.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "attempt_log.hpp"
+#include "charge_outbox/trace/trace_context.hpp"
+#include "charge_outbox/util/time.hpp"
+
+namespace charge_outbox::reconciler {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using acquirer::OutcomeKind;
+using charges::ChargeStatus;
+
+// Our charges are read by id in chunks, so one statement never carries an unbounded array.
+constexpr std::size_t kIdsPerRead = 1000;
+
+std::string_view ToString(acquirer::ListEnd end) {
+  switch (end) {
+    case acquirer::ListEnd::kComplete: return "complete";
+    case acquirer::ListEnd::kPageFailed: return "page_failed";
+    case acquirer::ListEnd::kTokenRepeated: return "page_token_repeated";
+  }
+  return "?";
+}
+
+}  // namespace
+
+WindowReconciliation::WindowReconciliation(WindowDependencies deps, WindowOptions options)
+    : deps_(deps), options_(options) {}
+
+asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_clock::time_point from,
+                                                         std::chrono::system_clock::time_point to) {
+  WindowResult result;
+  auto& summary = result.summary;
+  auto& report = result.report;
+  summary.mode = RunMode::kWindow;
+  const auto started = deps_.clock.SteadyNow();
+  auto finish = [&] {
+    summary.duration =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deps_.clock.SteadyNow() - started);
+    report["errors"] = summary.errors;
+  };
+  report["window"] = json::object{{"from", util::FormatRfc3339(from)}, {"to", util::FormatRfc3339(to)}};
+
+  // The acquirer's side: every page.
+  const acquirer::ListWindow window{from, to, options_.page_limit};
+  const auto listing = co_await acquirer::ListByWindow(deps_.acquirer, window, deps_.policy, deps_.clock);
+  report["acquirer"] = json::object{{"captures", listing.captures.size()}, {"pages", listing.pages}};
+  if (listing.end != acquirer::ListEnd::kComplete) {
+    ++summary.errors;
+    report["complete"] = false;
+    report["listing_end"] = ToString(listing.end);
+    if (listing.failed_page) report["listing_error"] = listing.failed_page->last().detail;
+    spdlog::error("the acquirer's listing could not be read to its end ({}): nothing compared, nothing flagged",
+                  ToString(listing.end));
+    finish();
+    co_return result;
+  }
+  report["complete"] = true;
+
+  // Ours: every charge a capture names (any status), and our captured charges whose capture may lie in
+  // the window.
+  std::set<std::string> ids;
+  for (const auto& capture : listing.captures) {
+    if (const auto uuid = charges::UuidFromPublicId(capture.reference)) ids.insert(*uuid);
+  }
+  std::vector<charges::Charge> referenced;
+  std::vector<std::string> chunk;
+  auto read_chunk = [&]() -> asio::awaitable<bool> {
+    const auto read_call = [&] { return deps_.store.FindByIds(chunk); };
+    auto found = co_await WithDbRetries(read_call);
+    chunk.clear();
+    if (!found) {
+      spdlog::error("reading our charges failed: {}", found.error().detail);
+      co_return false;
+    }
+    for (auto& c : *found) referenced.push_back(std::move(c));
+    co_return true;
+  };
+  for (const auto& id : ids) {
+    chunk.push_back(id);
+    if (chunk.size() == kIdsPerRead && !co_await read_chunk()) {
+      ++summary.errors;
+      finish();
+      co_return result;
+    }
+  }
+  if (!chunk.empty() && !co_await read_chunk()) {
+    ++summary.errors;
+    finish();
+    co_return result;
+  }
+  const auto created_after = from - options_.capture_horizon;
+  const auto window_call = [&] { return deps_.store.FindCapturedInWindow(from, to, created_after); };
+  const auto captured = co_await WithDbRetries(window_call);
+  if (!captured) {
+    ++summary.errors;
+    spdlog::error("reading our captured charges failed: {}", captured.error().detail);
+    finish();
+    co_return result;
+  }
+
+  auto comparison = CompareWindow(listing.captures, referenced, *captured);
+
+  // Our captured charges the listing does not show: ask by key. A capture just outside the window is
+  // found and agrees; a missing one is a discrepancy; no answer leaves it unverified (an error).
+  int confirmed_outside = 0;
+  json::array unverified;
+  for (const auto& charge : comparison.unlisted) {
+    AttemptLog log(deps_.charges, charge.id, acquirer::Operation::kLookup);
+    const acquirer::LookupRequest lookup{
+        charges::AcquirerIdempotencyKey(charge),
+        acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
+    const auto lookup_call = [&](std::string request_id) {
+      return deps_.acquirer.LookupByKey(lookup, std::move(request_id));
+    };
+    const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, lookup_call);
+    co_await log.FlushFinish();
+    const auto& last = run.last();
+    switch (last.kind) {
+      case OutcomeKind::kCaptured:
+      case OutcomeKind::kMismatch: {
+        auto fields = DifferingFields(*last.capture, charge);
+        if (fields.empty()) {
+          ++confirmed_outside;
+        } else {
+          comparison.discrepancies.push_back({DiscrepancyKind::kMismatch, last.capture, charge, std::move(fields), false});
+        }
+        break;
+      }
+      case OutcomeKind::kNotFound:
+        comparison.discrepancies.push_back({DiscrepancyKind::kMissingAtAcquirer, std::nullopt, charge, {}, false});
+        break;
+      case OutcomeKind::kDeclined:
+      case OutcomeKind::kVoided:
+      case OutcomeKind::kPage:
+      case OutcomeKind::kNotSent:
+      case OutcomeKind::kTimedOut:
+      case OutcomeKind::kConnectionDropped:
+      case OutcomeKind::kServerError:
+      case OutcomeKind::kUnavailable:
+      case OutcomeKind::kThrottled:
+      case OutcomeKind::kInFlight:
+      case OutcomeKind::kUntrustedResponse:
+      case OutcomeKind::kContractError:
+        ++summary.errors;
+        unverified.push_back(json::object{{"charge_id", charge.public_id()}, {"outcome", acquirer::ToString(last.kind)}});
+        break;
+    }
+  }
+
+  for (auto& discrepancy : comparison.discrepancies) {
+    co_await Flag(discrepancy, summary);
+    ++summary.discrepancies[std::string(ToString(discrepancy.kind))];
+  }
+
+  summary.examined = static_cast<std::int64_t>(listing.captures.size() + comparison.unlisted.size());
+  json::array discrepancies;
+  for (const auto& d : comparison.discrepancies) discrepancies.push_back(DiscrepancyJson(d));
+  report["local"] = json::object{{"captured_in_window", captured->size()}, {"referenced", referenced.size()}};
+  report["matched"] = comparison.matched;
+  report["confirmed_outside_window"] = confirmed_outside;
+  report["pending_with_capture"] = comparison.pending_with_capture;
+  report["discrepancies"] = std::move(discrepancies);
+  report["unverified"] = std::move(unverified);
+  report["flagged"] = summary.needs_review;
+  finish();
+  co_return result;
+}
+
+asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSummary& summary) {
+  if (!discrepancy.charge) co_return;  // a capture without a charge: nothing of ours to flag
+  const auto& charge = *discrepancy.charge;
+  const std::string reason = "window_" + std::string(ToString(discrepancy.kind));
+  const auto at = std::chrono::time_point_cast<std::chrono::milliseconds>(deps_.clock.WallNow());
+  const auto parent = trace::ParseTraceparent(charge.traceparent);
+  const auto traceparent = (parent ? trace::ChildOf(*parent) : trace::NewTrace()).ToTraceparent();
+  switch (charge.status) {
+    case ChargeStatus::kNeedsReview: co_return;  // already with a human
+    case ChargeStatus::kPending: {
+      // Out of pending only through the charge state machine's one transition.
+      charges::Transition transition;
+      transition.to = ChargeStatus::kNeedsReview;
+      transition.failure_reason = reason;
+      transition.at = at;
+      transition.traceparent = traceparent;
+      const std::optional<charges::AttemptFinish> no_attempt;
+      const auto complete_call = [&] { return deps_.charges.Complete(charge.id, transition, no_attempt); };
+      const auto done = co_await WithDbRetries(complete_call);
+      if (!done) {
+        ++summary.errors;
+        spdlog::error("charge {}: flagging for review failed: {}", charge.public_id(), done.error().detail);
+      } else if (done->applied) {
+        discrepancy.flagged = true;
+        ++summary.needs_review;
+      }
+      co_return;
+    }
+    case ChargeStatus::kCaptured:
+    case ChargeStatus::kFailed:
+    case ChargeStatus::kCanceled: {
+      const auto flag_call = [&] { return deps_.store.FlagForReview(charge.id, charge.status, reason, at, traceparent); };
+      const auto done = co_await WithDbRetries(flag_call);
+      if (!done) {
+        ++summary.errors;
+        spdlog::error("charge {}: flagging for review failed: {}", charge.public_id(), done.error().detail);
+      } else if (*done) {
+        discrepancy.flagged = true;
+        ++summary.needs_review;
+        spdlog::warn("charge {} ({}) flagged for review: {}", charge.public_id(), charges::ToString(charge.status),
+                     reason);
+      }
+      co_return;
+    }
+  }
+}
+
+}  // namespace charge_outbox::reconciler
