@@ -53,7 +53,13 @@ int main(int argc, char** argv) {
     std::cerr << e.what() << "\n";
     return config::kExitConfigError;
   }
-  app->Start();
+  try {
+    app->Start();
+  } catch (const std::exception& e) {
+    spdlog::error("outbox-relay could not start: {} (is http.port free?)", e.what());
+    log::Flush();
+    return 1;
+  }
   // Until SIGTERM, or until the loop ends by itself (a fatal producer error): then exit non-zero so the
   // orchestrator starts a clean process.
   while (true) {

@@ -18,6 +18,9 @@ namespace {
 constexpr int kMemberLockSpace = 0x0B0C0001;     // key 2: the member id of one relay session
 constexpr int kShardLockSpace = 0x0B0C0002;      // key 2: the shard
 constexpr int kRetentionLockSpace = 0x0B0C0003;  // key 2: 0; one retention run at a time
+// Key 2: the shard. Held exclusively by the owner while it sleeps; the insert trigger of migration 0004
+// tries it shared and notifies only when that fails. The trigger spells the number out: keep them equal.
+constexpr int kWaitLockSpace = 0x0B0C0004;
 
 constexpr const char* kNotifyChannel = "outbox_inserted";
 
@@ -60,6 +63,7 @@ const std::pair<const char*, const char*> kRelayStatements[] = {
     {kLockShards, "SELECT s FROM unnest($1::int[]) AS s WHERE pg_try_advisory_lock($2::int, s)"},
     {kUnlockShards, "SELECT count(*) FILTER (WHERE pg_advisory_unlock($2::int, s)) FROM unnest($1::int[]) AS s"},
 };
+
 
 std::string IntArray(const std::vector<int>& values) {
   std::string out = "{";
@@ -145,6 +149,7 @@ class PgRelaySession final : public RelaySession {
   void Close() override {
     receiver_.reset();
     held_.clear();
+    armed_.clear();
     member_id_ = 0;
     if (conn_) {
       try {
@@ -157,6 +162,8 @@ class PgRelaySession final : public RelaySession {
   }
 
   DbResult<ShardAssignment> Rebalance() override {
+    // Wait locks follow shard locks; dropping them all here keeps that simple (the next sleep re-arms).
+    if (auto disarmed = DisarmWakeups(); !disarmed) return disarmed.error();
     return Guarded<ShardAssignment>([&] {
       pqxx::nontransaction tx(*conn_);
       std::vector<std::int64_t> members;
@@ -246,6 +253,33 @@ class PgRelaySession final : public RelaySession {
     return {};
   }
 
+  DbResult<Arming> ArmWakeups(const std::vector<int>& shards) override {
+    std::vector<int> wanted;
+    for (int s : shards) {
+      if (!armed_.contains(s)) wanted.push_back(s);
+    }
+    if (wanted.empty()) return Arming{};
+    return Guarded<Arming>([&] {
+      pqxx::nontransaction tx(*conn_);
+      const auto got = ReadInts(tx.exec_prepared(kLockShards, IntArray(wanted), kWaitLockSpace));
+      armed_.insert(got.begin(), got.end());
+      return Arming{.newly_armed = static_cast<int>(got.size()),
+                    .pending = static_cast<int>(wanted.size() - got.size())};
+    });
+  }
+
+  DbResult<void> DisarmWakeups() override {
+    if (armed_.empty()) return {};
+    auto done = Guarded<bool>([&] {
+      pqxx::nontransaction tx(*conn_);
+      tx.exec_prepared(kUnlockShards, IntArray({armed_.begin(), armed_.end()}), kWaitLockSpace);
+      armed_.clear();
+      return true;
+    });
+    if (!done) return done.error();
+    return {};
+  }
+
   DbResult<bool> WaitForInsert(std::chrono::milliseconds timeout) override {
     return Guarded<bool>([&] {
       conn_->get_notifs();
@@ -287,6 +321,7 @@ class PgRelaySession final : public RelaySession {
   int backend_pid_ = 0;
   int member_id_ = 0;
   std::set<int> held_;
+  std::set<int> armed_;  // shards whose wait lock this session holds
 };
 
 class PgOutboxAdmin final : public OutboxAdmin {

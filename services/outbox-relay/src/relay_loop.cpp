@@ -13,6 +13,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// How soon to try again to arm a shard whose writer was still committing.
+constexpr milliseconds kArmRetry{2};
+
 }  // namespace
 
 void SleepUnless(const std::atomic<bool>& stop, milliseconds duration) {
@@ -121,12 +124,26 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       continue;
     }
     if (batch->empty()) {
-      // Idle: the insert trigger's NOTIFY wakes us at once; the timeout is the polling fallback, and it
-      // never sleeps past the next rebalance.
+      // Idle. Arm the wake-up first (writers of our shards then NOTIFY; migration 0004), and when that
+      // armed anything, claim once more before sleeping: the writers that skipped notifying while we were
+      // busy have committed by now. The timeout is the polling fallback; it never sleeps past the next
+      // rebalance, and it is short while a writer still holds a shard we could not arm.
+      auto armed = session_.ArmWakeups(owned);
+      if (!armed) {
+        failed("arming wake-ups", armed.error());
+        continue;
+      }
+      if (armed->newly_armed > 0) continue;
       const auto until_rebalance =
           std::chrono::duration_cast<milliseconds>(next_rebalance - Clock::now()) + milliseconds{1};
-      const auto wait = std::clamp(until_rebalance, milliseconds{1}, options_.poll_interval);
+      auto wait = std::clamp(until_rebalance, milliseconds{1}, options_.poll_interval);
+      if (armed->pending > 0) wait = std::min(wait, kArmRetry);
       if (auto waited = session_.WaitForInsert(wait); !waited) failed("waiting for notifications", waited.error());
+      continue;
+    }
+    // Busy: writers need not notify until we sleep again.
+    if (auto disarmed = session_.DisarmWakeups(); !disarmed) {
+      failed("disarming wake-ups", disarmed.error());
       continue;
     }
     switch (PublishBatch(*batch, stop)) {

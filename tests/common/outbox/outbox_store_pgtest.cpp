@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <pqxx/pqxx>
+
 #include <algorithm>
 #include <set>
 #include <thread>
@@ -177,9 +179,12 @@ TEST_F(OutboxStoreTest, MembersShareTheShardsAndTakeOverWhenOneLeaves) {
   ASSERT_TRUE(settled(2, 128));
 }
 
-TEST_F(OutboxStoreTest, AnInsertWakesAWaitingSessionAndSilenceTimesOut) {
+TEST_F(OutboxStoreTest, AnInsertWakesAnArmedSessionAndSilenceTimesOut) {
   auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
   EXPECT_TRUE(session->WaitForInsert(0ms).value());  // the first wait after Open always claims once
+  EXPECT_EQ(session->ArmWakeups(owned).value().newly_armed, 256);
+  EXPECT_EQ(session->ArmWakeups(owned).value().newly_armed, 0);  // already armed
   const auto quiet_start = std::chrono::steady_clock::now();
   EXPECT_FALSE(session->WaitForInsert(200ms).value());
   EXPECT_GE(std::chrono::steady_clock::now() - quiet_start, 190ms);
@@ -192,6 +197,38 @@ TEST_F(OutboxStoreTest, AnInsertWakesAWaitingSessionAndSilenceTimesOut) {
   EXPECT_TRUE(session->WaitForInsert(10s).value());
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   writer.join();
+}
+
+TEST_F(OutboxStoreTest, WritersDoNotNotifyABusySessionAndArmingWaitsForThemToCommit) {
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  session->WaitForInsert(0ms).value();
+  // Busy (not armed): an insert sends no notification.
+  Insert("ch_busy", 1, 4);
+  EXPECT_FALSE(session->WaitForInsert(300ms).value());
+
+  // A writer of shard 6 still in its transaction holds the shard's wait lock shared: that shard cannot be
+  // armed until it commits, and once it has, its row is visible to the claim the caller makes next.
+  pqxx::connection conn(db_->url());
+  pqxx::work slow(conn);
+  slow.exec("INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard)"
+            " VALUES (gen_random_uuid(), 'ch_slow', 't', '{}', 1, 6)");
+  const auto arming = session->ArmWakeups(owned).value();
+  EXPECT_EQ(arming.newly_armed, 255);
+  EXPECT_EQ(arming.pending, 1);
+  EXPECT_FALSE(session->WaitForInsert(200ms).value());  // the slow writer saw a busy relay: no NOTIFY
+  slow.commit();
+  const auto again = session->ArmWakeups(owned).value();
+  EXPECT_EQ(again.newly_armed, 1);
+  EXPECT_EQ(again.pending, 0);
+  EXPECT_EQ(session->Claim(owned, 10).value().size(), 2u);  // ch_busy and ch_slow
+
+  // Armed: the next writer notifies; disarmed again: silence.
+  Insert("ch_armed", 1, 4);
+  EXPECT_TRUE(session->WaitForInsert(5s).value());
+  ASSERT_TRUE(session->DisarmWakeups().has_value());
+  Insert("ch_after", 1, 4);
+  EXPECT_FALSE(session->WaitForInsert(300ms).value());
 }
 
 TEST_F(OutboxStoreTest, BacklogReportsTheAgeOfTheOldestUnpublishedEvent) {

@@ -78,6 +78,18 @@ class RelaySession {
   // Parks an event Kafka refused permanently, with the error text for the operator.
   virtual DbResult<void> Park(const OutboxEvent& event, const std::string& error) = 0;
 
+  // Before sleeping: takes the "waiting" lock of each of `shards` not yet held, so that writers of those
+  // shards send a NOTIFY (migration 0004). A shard whose writer is still committing cannot be taken yet;
+  // it is counted in `pending` and the caller tries again shortly. After `newly_armed` > 0 the caller
+  // must claim once more before sleeping: writers that skipped notifying have committed by then.
+  struct Arming {
+    int newly_armed = 0;
+    int pending = 0;
+  };
+  virtual DbResult<Arming> ArmWakeups(const std::vector<int>& shards) = 0;
+  // Busy again: writers stop notifying (their NOTIFY would serialise their commits for nothing).
+  virtual DbResult<void> DisarmWakeups() = 0;
+
   // Waits up to `timeout` for an insert notification; true if one arrived (or was already pending).
   virtual DbResult<bool> WaitForInsert(std::chrono::milliseconds timeout) = 0;
 };
