@@ -1,0 +1,227 @@
+// The reconciler's decision table, row by row (docs/reconciler.md), with a fixed clock and random source.
+#include <gtest/gtest.h>
+
+#include "decision.hpp"
+
+namespace charge_outbox::reconciler {
+namespace {
+
+using namespace std::chrono_literals;
+using acquirer::OutcomeKind;
+using charges::ChargeStatus;
+
+class FixedRandom final : public acquirer::RandomSource {
+ public:
+  explicit FixedRandom(double value) : value_(value) {}
+  double NextUnit() override { return value_; }
+
+ private:
+  double value_;
+};
+
+const charges::Timestamp kNow = charges::Timestamp{} + std::chrono::hours{24 * 365 * 56};
+
+acquirer::Capture Capture(acquirer::CaptureStatus status = acquirer::CaptureStatus::kCaptured) {
+  acquirer::Capture c;
+  c.id = "cap_1";
+  c.status = status;
+  c.amount = 25000;
+  c.currency = "BRL";
+  c.reference = "ch_1";
+  return c;
+}
+
+LookupFacts Facts(OutcomeKind kind) {
+  LookupFacts f;
+  f.kind = kind;
+  f.now = kNow;
+  if (kind == OutcomeKind::kCaptured || kind == OutcomeKind::kMismatch) f.capture = Capture();
+  return f;
+}
+
+class DecisionTest : public ::testing::Test {
+ protected:
+  Decision Decide(const LookupFacts& facts) { return DecideAfterLookup(facts, options_, random_); }
+  DecisionOptions options_;
+  FixedRandom random_{0.5};
+};
+
+TEST_F(DecisionTest, MatchingCaptureIsCapturedWithItsRemoteId) {
+  const auto d = Decide(Facts(OutcomeKind::kCaptured));
+  ASSERT_EQ(d.step, Step::kResolve);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kCaptured);
+  EXPECT_EQ(d.transition.acquirer_capture_id, "cap_1");
+  EXPECT_FALSE(d.transition.failure_reason.has_value());
+  EXPECT_FALSE(d.error);
+}
+
+TEST_F(DecisionTest, MismatchIsNeedsReviewNeverAFixEvenBeforeTheDeadline) {
+  const auto d = Decide(Facts(OutcomeKind::kMismatch));
+  ASSERT_EQ(d.step, Step::kResolve);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonCaptureMismatch));
+  EXPECT_EQ(d.transition.acquirer_capture_id, "cap_1");
+}
+
+TEST_F(DecisionTest, MatchingCapturePastTheDeadlineIsVoided) {
+  auto facts = Facts(OutcomeKind::kCaptured);
+  facts.past_deadline = true;
+  const auto d = Decide(facts);
+  ASSERT_EQ(d.step, Step::kVoid);
+  EXPECT_EQ(d.capture_id, "cap_1");
+}
+
+TEST_F(DecisionTest, VoidedCaptureIsCanceledPastTheDeadlineAndNeedsReviewBefore) {
+  auto facts = Facts(OutcomeKind::kCaptured);
+  facts.capture = Capture(acquirer::CaptureStatus::kVoided);
+  facts.past_deadline = true;
+  auto d = Decide(facts);
+  ASSERT_EQ(d.step, Step::kResolve);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kCanceled);
+  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonDeadlineVoided));
+  facts.past_deadline = false;
+  d = Decide(facts);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonCaptureVoided));
+}
+
+TEST_F(DecisionTest, FirstNotFoundNeverFailsAndLooksAgainWhenTheWindowHasPassed) {
+  auto facts = Facts(OutcomeKind::kNotFound);
+  facts.not_found_looks = 1;
+  facts.first_not_found_at = kNow;
+  const auto d = Decide(facts);
+  ASSERT_EQ(d.step, Step::kDefer);
+  EXPECT_EQ(d.defer, options_.visibility_window);  // longer than the first backoff (22.5 s here)
+  EXPECT_FALSE(d.error);
+}
+
+TEST_F(DecisionTest, ManyLooksWithinTheWindowStillNeverFail) {
+  auto facts = Facts(OutcomeKind::kNotFound);
+  facts.not_found_looks = 10;
+  facts.first_not_found_at = kNow - 4min;
+  facts.check_count = 0;
+  const auto d = Decide(facts);
+  ASSERT_EQ(d.step, Step::kDefer);
+  EXPECT_EQ(d.defer, 1min);  // the rest of the window
+}
+
+TEST_F(DecisionTest, OneLookPastTheWindowIsNotEnough) {
+  auto facts = Facts(OutcomeKind::kNotFound);
+  facts.not_found_looks = 1;
+  facts.first_not_found_at = kNow - 10min;
+  EXPECT_EQ(Decide(facts).step, Step::kDefer);
+}
+
+TEST_F(DecisionTest, RepeatedNotFoundPastTheWindowFailsAsNotCapturedByDefault) {
+  auto facts = Facts(OutcomeKind::kNotFound);
+  facts.not_found_looks = 2;
+  facts.first_not_found_at = kNow - 5min;
+  const auto d = Decide(facts);
+  ASSERT_EQ(d.step, Step::kResolve);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kFailed);
+  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonNotCaptured));
+  EXPECT_FALSE(d.transition.decline_code.has_value());
+}
+
+TEST_F(DecisionTest, RepeatedNotFoundPastTheWindowResubmitsUnderThatPolicyButNeverPastTheDeadline) {
+  options_.not_found_policy = NotFoundPolicy::kResubmit;
+  auto facts = Facts(OutcomeKind::kNotFound);
+  facts.not_found_looks = 3;
+  facts.first_not_found_at = kNow - 6min;
+  EXPECT_EQ(Decide(facts).step, Step::kResubmit);
+  facts.past_deadline = true;
+  const auto d = Decide(facts);
+  ASSERT_EQ(d.step, Step::kResolve);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kFailed);
+  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonNotCaptured));
+}
+
+TEST_F(DecisionTest, InconclusiveNotFoundPastTheDeadlineNeedsReview) {
+  auto facts = Facts(OutcomeKind::kNotFound);
+  facts.not_found_looks = 1;
+  facts.first_not_found_at = kNow;
+  facts.past_deadline = true;
+  const auto d = Decide(facts);
+  ASSERT_EQ(d.step, Step::kResolve);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonDeadlineUnconfirmed));
+}
+
+TEST_F(DecisionTest, EveryUnansweredLookupStaysPendingWithBackoffAndCountsAsAnError) {
+  for (const auto kind : {OutcomeKind::kNotSent, OutcomeKind::kTimedOut, OutcomeKind::kConnectionDropped,
+                          OutcomeKind::kServerError, OutcomeKind::kUnavailable, OutcomeKind::kThrottled,
+                          OutcomeKind::kInFlight, OutcomeKind::kUntrustedResponse, OutcomeKind::kContractError,
+                          OutcomeKind::kVoided, OutcomeKind::kPage}) {
+    auto facts = Facts(kind);
+    facts.check_count = 2;
+    const auto d = Decide(facts);
+    ASSERT_EQ(d.step, Step::kDefer) << acquirer::ToString(kind);
+    EXPECT_TRUE(d.error) << acquirer::ToString(kind);
+    EXPECT_EQ(d.defer, 90s) << acquirer::ToString(kind);  // ceiling 30 s * 4 = 120 s; half plus 0.5 * half
+    facts.past_deadline = true;
+    const auto late = Decide(facts);
+    ASSERT_EQ(late.step, Step::kResolve) << acquirer::ToString(kind);
+    EXPECT_EQ(late.transition.to, ChargeStatus::kNeedsReview);
+    EXPECT_EQ(late.transition.failure_reason, std::string(kReasonDeadlineUnconfirmed));
+  }
+}
+
+TEST_F(DecisionTest, ACaptureKindWithoutItsCaptureIsNotTakenAtItsWord) {
+  auto facts = Facts(OutcomeKind::kCaptured);
+  facts.capture.reset();
+  EXPECT_EQ(Decide(facts).step, Step::kDefer);
+}
+
+TEST_F(DecisionTest, BackoffIsExponentialCappedWithEqualJitter) {
+  FixedRandom low(0.0), high(0.999999);
+  EXPECT_EQ(NextCheckDelay(0, options_, low), 15s);
+  EXPECT_EQ(NextCheckDelay(0, options_, high), 29999ms);
+  EXPECT_EQ(NextCheckDelay(1, options_, low), 30s);
+  EXPECT_EQ(NextCheckDelay(3, options_, low), 120s);
+  EXPECT_EQ(NextCheckDelay(5, options_, low), 450s);  // 960 s capped at 900 s
+  EXPECT_EQ(NextCheckDelay(10'000, options_, low), 450s);
+  EXPECT_EQ(NextCheckDelay(-1, options_, low), 15s);
+}
+
+TEST_F(DecisionTest, ResubmitOutcomes) {
+  ResubmitFacts f;
+  f.kind = OutcomeKind::kCaptured;
+  f.capture = Capture();
+  auto d = DecideAfterResubmit(f, options_, random_);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kCaptured);
+  EXPECT_EQ(d.transition.acquirer_capture_id, "cap_1");
+
+  f = {};
+  f.kind = OutcomeKind::kDeclined;
+  f.decline_code = "card_declined";
+  d = DecideAfterResubmit(f, options_, random_);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kFailed);
+  EXPECT_EQ(d.transition.decline_code, "card_declined");
+
+  f.kind = OutcomeKind::kMismatch;
+  EXPECT_EQ(DecideAfterResubmit(f, options_, random_).transition.to, ChargeStatus::kNeedsReview);
+  f.kind = OutcomeKind::kContractError;
+  d = DecideAfterResubmit(f, options_, random_);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonRejected));
+
+  f.kind = OutcomeKind::kTimedOut;
+  d = DecideAfterResubmit(f, options_, random_);
+  EXPECT_EQ(d.step, Step::kDefer);
+  EXPECT_TRUE(d.error);
+}
+
+TEST_F(DecisionTest, VoidConfirmedIsCanceledAnythingElseNeedsReview) {
+  auto d = DecideAfterVoid(OutcomeKind::kVoided, "cap_9");
+  EXPECT_EQ(d.transition.to, ChargeStatus::kCanceled);
+  EXPECT_EQ(d.transition.acquirer_capture_id, "cap_9");
+  for (const auto kind : {OutcomeKind::kTimedOut, OutcomeKind::kContractError, OutcomeKind::kUnavailable}) {
+    d = DecideAfterVoid(kind, "cap_9");
+    EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
+    EXPECT_EQ(d.transition.failure_reason, std::string(kReasonVoidUnconfirmed));
+    EXPECT_EQ(d.transition.acquirer_capture_id, "cap_9");
+  }
+}
+
+}  // namespace
+}  // namespace charge_outbox::reconciler

@@ -1,0 +1,139 @@
+// The window comparison: each kind of discrepancy found, and agreement found as agreement.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json/serialize.hpp>
+
+#include "window_compare.hpp"
+
+namespace charge_outbox::reconciler {
+namespace {
+
+using ::testing::ElementsAre;
+using charges::ChargeStatus;
+
+constexpr const char* kMerchant = "00000000-0000-4000-8000-00000000000a";
+
+charges::Charge Charge(int n, ChargeStatus status, std::optional<std::string> capture_id = std::nullopt) {
+  charges::Charge c;
+  char uuid[40];
+  std::snprintf(uuid, sizeof uuid, "00000000-0000-4000-8000-%012d", n);
+  c.id = uuid;
+  c.merchant_id = kMerchant;
+  c.idempotency_key = "key-" + std::to_string(n);
+  c.amount = 1000 + n;
+  c.currency = "BRL";
+  c.status = status;
+  c.acquirer_capture_id = std::move(capture_id);
+  return c;
+}
+
+acquirer::Capture CaptureOf(const charges::Charge& c, std::string id,
+                            acquirer::CaptureStatus status = acquirer::CaptureStatus::kCaptured) {
+  acquirer::Capture capture;
+  capture.id = std::move(id);
+  capture.status = status;
+  capture.amount = c.amount;
+  capture.currency = c.currency;
+  capture.reference = c.public_id();
+  capture.created_at = "2026-11-30T01:00:00.000000Z";
+  capture.idempotency_key = charges::AcquirerIdempotencyKey(c);
+  return capture;
+}
+
+std::vector<std::string> Kinds(const WindowComparison& w) {
+  std::vector<std::string> kinds;
+  for (const auto& d : w.discrepancies) {
+    std::string k(ToString(d.kind));
+    for (const auto& f : d.fields) k += ":" + f;
+    kinds.push_back(k);
+  }
+  return kinds;
+}
+
+TEST(WindowCompare, AgreeingSidesHaveNoDiscrepancy) {
+  const auto a = Charge(1, ChargeStatus::kCaptured, "cap_1");
+  const auto b = Charge(2, ChargeStatus::kCaptured);  // captured by the reconciler before ids were recorded
+  const auto c = Charge(3, ChargeStatus::kCanceled, "cap_3");
+  const auto p = Charge(4, ChargeStatus::kPending);
+  const auto w = CompareWindow(
+      {CaptureOf(a, "cap_1"), CaptureOf(b, "cap_2"), CaptureOf(c, "cap_3", acquirer::CaptureStatus::kVoided),
+       CaptureOf(p, "cap_4")},
+      {a, b, c, p}, {a, b});
+  EXPECT_TRUE(w.discrepancies.empty()) << Kinds(w).size();
+  EXPECT_EQ(w.matched, 3);
+  EXPECT_EQ(w.pending_with_capture, 1);
+  EXPECT_TRUE(w.unlisted.empty());
+}
+
+TEST(WindowCompare, EachKindOfDiscrepancyIsFound) {
+  const auto amount = Charge(1, ChargeStatus::kCaptured, "cap_1");
+  const auto currency = Charge(2, ChargeStatus::kCaptured);
+  const auto failed = Charge(3, ChargeStatus::kFailed);
+  const auto other_id = Charge(4, ChargeStatus::kCaptured, "cap_x");
+  const auto duplicated = Charge(5, ChargeStatus::kCaptured, "cap_5b");
+  const auto unlisted = Charge(6, ChargeStatus::kCaptured, "cap_6");
+  const auto stranger = Charge(7, ChargeStatus::kCaptured);  // no local record of it
+  const auto voided_but_captured = Charge(8, ChargeStatus::kCaptured, "cap_8");
+
+  auto amount_capture = CaptureOf(amount, "cap_1");
+  amount_capture.amount += 1;
+  auto currency_capture = CaptureOf(currency, "cap_2");
+  currency_capture.currency = "USD";
+  auto other_key = CaptureOf(Charge(9, ChargeStatus::kCaptured), "cap_9");
+  other_key.reference = Charge(10, ChargeStatus::kCaptured).public_id();
+  const auto w = CompareWindow(
+      {amount_capture, currency_capture, CaptureOf(failed, "cap_3"), CaptureOf(other_id, "cap_4"),
+       CaptureOf(duplicated, "cap_5a"), CaptureOf(duplicated, "cap_5b"), CaptureOf(stranger, "cap_7"),
+       CaptureOf(voided_but_captured, "cap_8", acquirer::CaptureStatus::kVoided)},
+      {amount, currency, failed, other_id, duplicated, voided_but_captured}, {amount, unlisted});
+  EXPECT_THAT(Kinds(w), ElementsAre("mismatch:amount", "mismatch:currency", "mismatch:status",
+                                    "mismatch:capture_id", "duplicate_capture", "capture_without_local_record",
+                                    "mismatch:status"));
+  EXPECT_EQ(w.discrepancies[4].capture->id, "cap_5a");  // the one our charge did not record
+  EXPECT_EQ(w.matched, 1);                              // the recorded capture of the duplicated charge
+  ASSERT_EQ(w.unlisted.size(), 1u);
+  EXPECT_EQ(w.unlisted[0].id, unlisted.id);
+}
+
+TEST(WindowCompare, ACaptureUnderAnotherKeyForOurChargeIsAMismatch) {
+  const auto ours = Charge(1, ChargeStatus::kCaptured, "cap_1");
+  auto capture = CaptureOf(ours, "cap_1");
+  capture.idempotency_key = "someone-else:key";
+  const auto w = CompareWindow({capture}, {ours}, {});
+  EXPECT_THAT(Kinds(w), ElementsAre("mismatch:idempotency_key"));
+}
+
+TEST(WindowCompare, PendingAndInReviewChargesAreNotStatusContradictions) {
+  const auto pending = Charge(1, ChargeStatus::kPending);
+  const auto review = Charge(2, ChargeStatus::kNeedsReview);
+  auto pending_capture = CaptureOf(pending, "cap_1");
+  pending_capture.amount = 1;  // but an amount difference is one
+  const auto w = CompareWindow({pending_capture, CaptureOf(review, "cap_2")}, {pending, review}, {});
+  EXPECT_THAT(Kinds(w), ElementsAre("mismatch:amount"));
+  EXPECT_EQ(w.matched, 1);
+}
+
+TEST(WindowCompare, DiscrepancyJsonCarriesBothSides) {
+  const auto ours = Charge(1, ChargeStatus::kCaptured, "cap_1");
+  auto capture = CaptureOf(ours, "cap_1");
+  capture.amount = 5;
+  Discrepancy d{DiscrepancyKind::kMismatch, capture, ours, {"amount"}, true};
+  const auto text = boost::json::serialize(DiscrepancyJson(d));
+  EXPECT_EQ(text,
+            R"({"kind":"mismatch","charge_id":")" + ours.public_id() +
+                R"(","fields":["amount"],"local":{"id":")" + ours.public_id() +
+                R"(","merchant_id":"00000000-0000-4000-8000-00000000000a","status":"captured","amount":1001,)"
+                R"("currency":"BRL","acquirer_idempotency_key":"00000000-0000-4000-8000-00000000000a:key-1",)"
+                R"("acquirer_capture_id":"cap_1","created_at":"1970-01-01T00:00:00.000Z",)"
+                R"("updated_at":"1970-01-01T00:00:00.000Z"},"acquirer":{"id":"cap_1","status":"captured",)"
+                R"("amount":5,"currency":"BRL","reference":")" + ours.public_id() +
+                R"(","created_at":"2026-11-30T01:00:00.000000Z",)"
+                R"("idempotency_key":"00000000-0000-4000-8000-00000000000a:key-1"},"flagged":true})");
+  Discrepancy stray{DiscrepancyKind::kCaptureWithoutLocalRecord, capture, std::nullopt, {}, false};
+  EXPECT_EQ(boost::json::serialize(DiscrepancyJson(stray)).substr(0, 64),
+            R"({"kind":"capture_without_local_record","reference":"ch_000000000)");
+}
+
+}  // namespace
+}  // namespace charge_outbox::reconciler
