@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "charge_outbox/kafka/event_publisher.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
@@ -23,8 +24,9 @@ kafka::RdKafkaOptions PublisherOptions(const RelayConfig& c) {
   return {.bootstrap_servers = c.kafka_bootstrap_servers, .topic = c.kafka_topic, .properties = c.kafka_properties};
 }
 
-RelayLoopOptions LoopOptions(const RelayConfig& c) {
-  return {.batch_size = c.batch_size,
+RelayLoopOptions LoopOptions(const RelayConfig& c, int worker) {
+  return {.worker = worker,
+          .batch_size = c.batch_size,
           .poll_interval = c.poll_interval,
           .rebalance_interval = c.rebalance_interval,
           .retry_backoff = c.retry_backoff,
@@ -36,18 +38,45 @@ RelayLoopOptions LoopOptions(const RelayConfig& c) {
           .topic_timeout = c.kafka_topic_timeout};
 }
 
+// One relay loop with what it owns: its session (a member of its own) and its producer.
+struct Worker {
+  Worker(const RelayConfig& config, RelayProbe& probe, int index)
+      : session(outbox::MakePgRelaySession(config.database_url, "outbox-relay")),
+        publisher(kafka::MakeRdKafkaPublisher(PublisherOptions(config))),
+        loop(*session, *publisher, probe, LoopOptions(config, index)) {}
+
+  std::unique_ptr<outbox::RelaySession> session;
+  std::unique_ptr<kafka::EventPublisher> publisher;
+  RelayLoop loop;
+  std::thread thread;
+  std::atomic<int> exit{-1};  // the loop's exit status once it returned
+};
+
 }  // namespace
 
 struct RelayApp::Parts {
   explicit Parts(RelayConfig c)
       : config(std::move(c)),
         registry(metrics::NewRegistry()),
-        probe(*registry),
-        session(outbox::MakePgRelaySession(config.database_url, "outbox-relay")),
+        probe(*registry, config.workers),
         admin(outbox::MakePgOutboxAdmin(config.database_url, "outbox-relay-admin")),
-        publisher(kafka::MakeRdKafkaPublisher(PublisherOptions(config))),
-        loop(*session, *publisher, probe, LoopOptions(config)),
-        server(config.http, [this](http::Request request) { return Handle(std::move(request)); }) {}
+        server(config.http, [this](http::Request request) { return Handle(std::move(request)); }) {
+    for (int i = 0; i < config.workers; ++i) workers.push_back(std::make_unique<Worker>(config, probe, i));
+  }
+
+  // The first loop that ended by itself decides the exit status; -1 while all run.
+  int LoopExit() const {
+    for (const auto& w : workers) {
+      if (const int code = w->exit.load(); code >= 0) return code;
+    }
+    return -1;
+  }
+  bool Ready() const {
+    for (const auto& w : workers) {
+      if (!w->loop.ready()) return false;
+    }
+    return true;
+  }
 
   boost::asio::awaitable<http::Reply> Handle(http::Request request) {
     const std::string path(request.target());
@@ -58,11 +87,11 @@ struct RelayApp::Parts {
       reply.response.body() = metrics::RenderText(*registry);
     } else if (path == "/healthz") {
       // Alive means the loop still runs; a loop that ended takes the process down with it anyway.
-      const bool alive = loop_exit.load() < 0;
+      const bool alive = LoopExit() < 0;
       reply.response = http::JsonResponse(alive ? Status::ok : Status::service_unavailable,
                                           std::string(alive ? R"({"status":"ok"})" : R"({"status":"stopped"})"));
     } else if (path == "/readyz") {
-      const bool ready = loop.ready() && loop_exit.load() < 0;
+      const bool ready = Ready() && LoopExit() < 0;
       reply.response = http::JsonResponse(ready ? Status::ok : Status::service_unavailable,
                                           std::string(ready ? R"({"status":"ready"})" : R"({"status":"not ready"})"));
     } else {
@@ -110,14 +139,11 @@ struct RelayApp::Parts {
   RelayConfig config;
   std::shared_ptr<metrics::Registry> registry;
   RelayProbe probe;
-  std::unique_ptr<outbox::RelaySession> session;
   std::unique_ptr<outbox::OutboxAdmin> admin;
-  std::unique_ptr<kafka::EventPublisher> publisher;
-  RelayLoop loop;
+  std::vector<std::unique_ptr<Worker>> workers;
   http::Server server;
   std::atomic<bool> stop_loop{false};
-  std::atomic<int> loop_exit{-1};  // the loop's exit status once it returned
-  std::thread loop_thread;
+  bool started = false;
   std::thread background_thread;
   std::mutex mutex;
   std::condition_variable wake;
@@ -127,16 +153,17 @@ struct RelayApp::Parts {
 RelayApp::RelayApp(RelayConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}
 
 RelayApp::~RelayApp() {
-  if (parts_->loop_thread.joinable()) Stop(std::chrono::milliseconds{0});
+  if (parts_->started) Stop(std::chrono::milliseconds{0});
 }
 
 std::uint16_t RelayApp::Start() {
   auto& p = *parts_;
-  spdlog::info("outbox-relay {}: topic {}, librdkafka {}", p.config.instance_id, p.config.kafka_topic,
-               kafka::LibraryVersion());
-  p.loop_thread = std::thread([&p] {
-    p.loop_exit = p.loop.Run(p.stop_loop);
-  });
+  spdlog::info("outbox-relay {}: topic {}, {} worker(s), librdkafka {}", p.config.instance_id, p.config.kafka_topic,
+               p.config.workers, kafka::LibraryVersion());
+  p.started = true;
+  for (auto& w : p.workers) {
+    w->thread = std::thread([&p, worker = w.get()] { worker->exit = worker->loop.Run(p.stop_loop); });
+  }
   p.background_thread = std::thread([&p] { p.Background(); });
   const auto port = p.server.Start();
   spdlog::info("outbox-relay {} listening on {}:{}", p.config.instance_id, p.config.http.address, port);
@@ -144,7 +171,7 @@ std::uint16_t RelayApp::Start() {
 }
 
 std::optional<int> RelayApp::Finished() const {
-  const int code = parts_->loop_exit.load();
+  const int code = parts_->LoopExit();
   if (code < 0) return std::nullopt;
   return code;
 }
@@ -152,7 +179,9 @@ std::optional<int> RelayApp::Finished() const {
 void RelayApp::Stop(std::chrono::milliseconds drain) {
   auto& p = *parts_;
   p.stop_loop = true;
-  if (p.loop_thread.joinable()) p.loop_thread.join();
+  for (auto& w : p.workers) {
+    if (w->thread.joinable()) w->thread.join();
+  }
   {
     std::lock_guard lock(p.mutex);
     p.stopping = true;
@@ -160,7 +189,8 @@ void RelayApp::Stop(std::chrono::milliseconds drain) {
   p.wake.notify_all();
   if (p.background_thread.joinable()) p.background_thread.join();
   p.server.Stop(drain);
-  p.session->Close();
+  for (auto& w : p.workers) w->session->Close();
+  p.started = false;
 }
 
 }  // namespace charge_outbox::outbox_relay

@@ -80,6 +80,9 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   }
 
   c.cloudevents_source = r.String("cloudevents.source", "/charge-outbox/charge-api");
+  // Relay loops in this process, each with its own session (a member of its own) and producer: they
+  // overlap one loop's wait on Kafka with another's database work.
+  c.workers = static_cast<int>(r.Integer("relay.workers", 1, 1, 64));
   c.batch_size = static_cast<int>(r.Integer("relay.batch_size", 1000, 1, 100'000));
   c.poll_interval = r.Duration("relay.poll_interval", seconds{1}, milliseconds{10}, std::chrono::minutes{10});
   c.rebalance_interval = r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});

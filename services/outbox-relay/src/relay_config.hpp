@@ -26,6 +26,7 @@ struct RelayConfig {
 
   std::string cloudevents_source;
 
+  int workers = 1;
   int batch_size = 1000;
   std::chrono::milliseconds poll_interval{};
   std::chrono::milliseconds rebalance_interval{};

@@ -95,7 +95,7 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       ready_ = false;
       if (!owned.empty()) spdlog::warn("database session lost: released all {} shards", owned.size());
       owned.clear();
-      probe_.SetOwnership(0, 0);
+      probe_.SetOwnership(options_.worker, 0, 0);
       if (auto opened = session_.Open(); !opened) {
         failed("opening the relay session", opened.error());
         continue;
@@ -109,11 +109,11 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
         continue;
       }
       if (assignment->owned != owned) {
-        spdlog::info("owning {} of {} shards (member {} of {})", assignment->owned.size(), outbox::kShardCount,
-                     assignment->rank + 1, assignment->members);
+        spdlog::info("worker {} owning {} of {} shards (member {} of {})", options_.worker, assignment->owned.size(),
+                     outbox::kShardCount, assignment->rank + 1, assignment->members);
       }
       owned = std::move(assignment->owned);
-      probe_.SetOwnership(owned.size(), assignment->members);
+      probe_.SetOwnership(options_.worker, owned.size(), assignment->members);
       next_rebalance = Clock::now() + options_.rebalance_interval;
       ready_ = true;
     }

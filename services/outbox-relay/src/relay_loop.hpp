@@ -18,6 +18,7 @@
 namespace charge_outbox::outbox_relay {
 
 struct RelayLoopOptions {
+  int worker = 0;  // this loop's index in the process (for logs and the owned-shards gauge)
   int batch_size = 1000;
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds rebalance_interval{1000};

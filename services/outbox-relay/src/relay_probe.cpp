@@ -6,7 +6,7 @@ using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 
-RelayProbe::RelayProbe(metrics::Registry& registry)
+RelayProbe::RelayProbe(metrics::Registry& registry, int workers)
     : lag_(BuildGauge()
                .Name("outbox_lag_seconds")
                .Help("Age of the oldest unpublished outbox event (parked ones included), read from the table")
@@ -72,7 +72,8 @@ RelayProbe::RelayProbe(metrics::Registry& registry)
                            .Name("outbox_relay_database_errors_total")
                            .Help("Database operations of the relay loop that failed (retried)")
                            .Register(registry)
-                           .Add({})) {}
+                           .Add({})),
+      owned_by_worker_(static_cast<std::size_t>(workers), 0) {}
 
 void RelayProbe::SetBacklog(const outbox::BacklogStats& stats) {
   lag_.Set(stats.oldest_age_seconds);
@@ -93,8 +94,12 @@ void RelayProbe::OnBatch(std::chrono::nanoseconds latency, std::size_t events) {
   batch_size_.Observe(static_cast<double>(events));
 }
 
-void RelayProbe::SetOwnership(std::size_t owned_shards, int members) {
-  owned_shards_.Set(static_cast<double>(owned_shards));
+void RelayProbe::SetOwnership(int worker, std::size_t owned_shards, int members) {
+  std::lock_guard lock(mutex_);
+  owned_by_worker_.at(static_cast<std::size_t>(worker)) = owned_shards;
+  std::size_t total = 0;
+  for (auto n : owned_by_worker_) total += n;
+  owned_shards_.Set(static_cast<double>(total));
   members_.Set(members);
 }
 

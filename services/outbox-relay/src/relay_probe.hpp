@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 #include "charge_outbox/metrics/metrics.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
@@ -13,7 +15,8 @@ namespace charge_outbox::outbox_relay {
 // Thread-safe (prometheus-cpp metrics are).
 class RelayProbe {
  public:
-  explicit RelayProbe(metrics::Registry& registry);
+  // `workers`: relay loops in this process; the owned-shards gauge is their sum.
+  RelayProbe(metrics::Registry& registry, int workers);
 
   // From the table, not from this process's work: a relay alive but stuck shows a growing lag.
   void SetBacklog(const outbox::BacklogStats& stats);
@@ -21,7 +24,7 @@ class RelayProbe {
   void OnRetriableErrors(std::int64_t events);
   void OnParked(std::int64_t events);
   void OnBatch(std::chrono::nanoseconds latency, std::size_t events);
-  void SetOwnership(std::size_t owned_shards, int members);
+  void SetOwnership(int worker, std::size_t owned_shards, int members);
   void OnRetention(const outbox::RetentionReport& report);
   void OnDatabaseError();
 
@@ -41,6 +44,8 @@ class RelayProbe {
   prometheus::Gauge& retention_kept_;
   prometheus::Counter& retention_dropped_;
   prometheus::Counter& database_errors_;
+  std::mutex mutex_;
+  std::vector<std::size_t> owned_by_worker_;
 };
 
 }  // namespace charge_outbox::outbox_relay

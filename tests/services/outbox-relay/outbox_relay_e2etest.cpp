@@ -188,6 +188,21 @@ TEST_F(OutboxRelayE2E, KillingOneOfThreeRelaysMidRunLosesNothingAndKeepsOrder) {
   EXPECT_THAT(violations, IsEmpty()) << violations.size() << " violations";
 }
 
+TEST_F(OutboxRelayE2E, SeveralWorkersInOneProcessShareTheShardsAsMembers) {
+  auto relay = fixture_->StartRelay({{"RELAY_WORKERS", "4"}});
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return MetricValue(relay->port(), "outbox_relay_members") == 4.0 &&
+               MetricValue(relay->port(), "outbox_relay_owned_shards") == 256.0;
+      },
+      20s))
+      << relay->Output();
+  const auto written = WriteChargeEvents(db().url(), 1'000, 4);
+  ASSERT_TRUE(AllPublished(60s));
+  EXPECT_EQ(MetricValue(relay->port(), "outbox_events_published_total"), static_cast<double>(written.size()));
+  EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), written, 60s), written), IsEmpty());
+}
+
 TEST_F(OutboxRelayE2E, APoisonEventIsParkedOthersFlowAndRetryOrSkipReleaseItsCharge) {
   const auto a = NewUuid();
   const auto b = NewUuid();
