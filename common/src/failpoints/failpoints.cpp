@@ -1,7 +1,12 @@
 #include "charge_outbox/failpoints/failpoints.hpp"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -9,6 +14,7 @@
 #include <thread>
 
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/log/log.hpp"
 
 namespace charge_outbox::failpoints {
 namespace {
@@ -94,6 +100,25 @@ bool Hit(std::string_view name) {
     case Action::kSleep: std::this_thread::sleep_for(spec.sleep); return false;
   }
   return false;
+}
+
+boost::asio::awaitable<bool> HitAsync(std::string_view name) {
+  const auto spec = Lookup(name);
+  switch (spec.action) {
+    case Action::kNone: co_return false;
+    case Action::kCrash:
+      spdlog::warn("failpoint {}: crashing", name);
+      log::Flush();
+      Hit(name);
+      co_return true;
+    case Action::kError: co_return true;
+    case Action::kSleep: {
+      boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, spec.sleep);
+      co_await timer.async_wait(boost::asio::use_awaitable);
+      co_return false;
+    }
+  }
+  co_return false;
 }
 
 }  // namespace charge_outbox::failpoints

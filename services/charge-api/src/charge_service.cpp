@@ -6,8 +6,6 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <csignal>
-#include <unistd.h>
 
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/log/log.hpp"
@@ -22,26 +20,6 @@ using charges::BeginOutcome;
 using charges::ChargeStatus;
 
 constexpr const char* kActor = "charge-api";
-
-// A failpoint on an I/O thread: crash or fail as configured, and sleep on a timer, never the thread.
-asio::awaitable<bool> Failpoint(std::string_view name) {
-  const auto spec = failpoints::Lookup(name);
-  switch (spec.action) {
-    case failpoints::Action::kNone: co_return false;
-    case failpoints::Action::kCrash:
-      spdlog::warn("failpoint {}: crashing", name);
-      log::Flush();
-      failpoints::Hit(name);
-      co_return true;
-    case failpoints::Action::kError: co_return true;
-    case failpoints::Action::kSleep: {
-      asio::steady_timer timer(co_await asio::this_coro::executor, spec.sleep);
-      co_await timer.async_wait(asio::use_awaitable);
-      co_return false;
-    }
-  }
-  co_return false;
-}
 
 ApiError Unavailable(std::chrono::seconds retry_after, std::string detail) {
   return ApiError{ApiErrc::kDatabaseUnavailable, std::move(detail), "", retry_after, ""};
@@ -186,7 +164,7 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   const charges::Lease lease{options_.instance_id + "/" + acquirer::NewRequestId(), options_.lease};
   const charges::FirstAttempt first{acquirer::Operation::kCapture, kActor, clock_.WallNow()};
 
-  if (co_await Failpoint("charge.before_intent_commit")) {
+  if (co_await failpoints::HitAsync("charge.before_intent_commit")) {
     co_return ToResponse(Unavailable(options_.unavailable_retry_after, "failpoint"));
   }
   auto begun = co_await store_.Begin(n, lease, first);
@@ -221,7 +199,7 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
       co_return ToResponse(ApiError{ApiErrc::kRequestInFlight, "", "", retry_after, charge.public_id()});
     }
     case BeginOutcome::kCreated:
-      if (co_await Failpoint("charge.after_intent_commit")) co_return co_await GiveUp(charge, lease, std::nullopt);
+      if (co_await failpoints::HitAsync("charge.after_intent_commit")) co_return co_await GiveUp(charge, lease, std::nullopt);
       co_return co_await Capture(charge, lease, begun->first_request_id, cmd.trace);
     case BeginOutcome::kTakenOver: {
       log::ScopedTraceId scope(cmd.trace.trace_id);
@@ -246,7 +224,7 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
     co_return co_await acquirer_.Capture(request, std::move(request_id));
   };
   auto run = co_await acquirer::RunWithRetries(policy_, clock_, attempt_capture, &recorder);
-  if (co_await Failpoint("charge.after_acquirer_response")) {
+  if (co_await failpoints::HitAsync("charge.after_acquirer_response")) {
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
   }
   co_return co_await Finish(charge, lease, run, recorder, trace);

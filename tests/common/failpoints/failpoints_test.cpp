@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
 #include "charge_outbox/config/config.hpp"
 
 namespace charge_outbox::failpoints {
@@ -51,6 +55,20 @@ TEST_F(FailpointsTest, SleepStallsAtLeastTheGivenTime) {
   const auto started = std::chrono::steady_clock::now();
   EXPECT_FALSE(Hit("charge.after_intent_commit"));
   EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds{30});
+}
+
+TEST_F(FailpointsTest, HitAsyncFailsOrSleepsOnTheCoroutinesExecutor) {
+  boost::asio::io_context io;
+  Configure("charge.after_intent_commit=error;charge.before_intent_commit=sleep(20)");
+  auto failed = boost::asio::co_spawn(io, HitAsync("charge.after_intent_commit"), boost::asio::use_future);
+  auto slept = boost::asio::co_spawn(io, HitAsync("charge.before_intent_commit"), boost::asio::use_future);
+  auto unset = boost::asio::co_spawn(io, HitAsync("charge.after_acquirer_response"), boost::asio::use_future);
+  const auto started = std::chrono::steady_clock::now();
+  io.run();  // one thread: the sleep must not have blocked it while the others completed
+  EXPECT_TRUE(failed.get());
+  EXPECT_FALSE(slept.get());
+  EXPECT_FALSE(unset.get());
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds{20});
 }
 
 TEST_F(FailpointsTest, CrashKillsTheProcessWithSigkill) {

@@ -8,6 +8,8 @@
 // A build with CHARGE_OUTBOX_FAILPOINTS=OFF compiles every point to nothing.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
+
 #include <chrono>
 #include <map>
 #include <string>
@@ -42,7 +44,12 @@ void ConfigureFromEnvironment();
 Spec Lookup(std::string_view name);
 
 // For synchronous code: crashes or sleeps here as configured; returns true when the caller must take
-// its failure path (`error`). Coroutines on an I/O thread use Lookup() and sleep on a timer instead.
+// its failure path (`error`).
 bool Hit(std::string_view name);
+
+// For coroutines on an I/O thread: the same, but `sleep` waits on a timer of the awaiting coroutine's
+// executor instead of blocking the thread, and a crash flushes the log first so the line that explains
+// it is not lost with the process.
+boost::asio::awaitable<bool> HitAsync(std::string_view name);
 
 }  // namespace charge_outbox::failpoints
