@@ -199,7 +199,9 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
       co_return ToResponse(ApiError{ApiErrc::kRequestInFlight, "", "", retry_after, charge.public_id()});
     }
     case BeginOutcome::kCreated:
-      if (co_await failpoints::HitAsync("charge.after_intent_commit")) co_return co_await GiveUp(charge, lease, std::nullopt);
+      if (co_await failpoints::HitAsync("charge.after_intent_commit")) {
+        co_return co_await GiveUp(charge, lease, std::nullopt);
+      }
       co_return co_await Capture(charge, lease, begun->first_request_id, cmd.trace);
     case BeginOutcome::kTakenOver: {
       log::ScopedTraceId scope(cmd.trace.trace_id);
@@ -216,14 +218,12 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
   AttemptRecorder recorder(store_, probe_, charge.id, acquirer::Operation::kCapture, recorded_first_request.has_value());
   const acquirer::CaptureRequest request{charges::AcquirerIdempotencyKey(charge), charge.amount, charge.currency,
                                          charge.public_id(), charge.payment_method};
-  // The first attempt uses the request id recorded with the intent, so the row and the wire agree.
   acquirer::AttemptFunction attempt_capture =
       [&](acquirer::AttemptContext attempt) -> asio::awaitable<acquirer::AttemptOutcome> {
-    auto request_id = attempt.attempt_no == 1 && recorded_first_request ? *recorded_first_request
-                                                                         : attempt.request_id;
-    co_return co_await acquirer_.Capture(request, std::move(request_id));
+    co_return co_await acquirer_.Capture(request, attempt.request_id);
   };
-  auto run = co_await acquirer::RunWithRetries(policy_, clock_, attempt_capture, &recorder);
+  // Attempt 1 uses the request id recorded with the intent, so the attempts row and the wire agree.
+  auto run = co_await acquirer::RunWithRetries(policy_, clock_, attempt_capture, &recorder, recorded_first_request);
   if (co_await failpoints::HitAsync("charge.after_acquirer_response")) {
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
   }
