@@ -35,7 +35,7 @@ std::optional<PushgatewayAddress> ParsePushgatewayUrl(const std::string& url) {
 }
 
 ReconcilerProbe::ReconcilerProbe()
-    : registry_(metrics::NewRegistry()), success_registry_(metrics::NewRegistry()) {}
+    : registry_(metrics::NewRegistry()) {}
 
 void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::time_point finished_at) {
   // No `mode` label on the metrics themselves: the Pushgateway's grouping key adds it to each.
@@ -68,14 +68,11 @@ void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::tim
                        .Register(*registry_);
     for (const auto& [kind, count] : s.discrepancies) family.Add({{"kind", kind}}).Set(d(count));
   }
-  success_ = s.ok();
-  if (success_) {
-    prometheus::BuildGauge()
-        .Name("reconciler_last_success_timestamp_seconds")
-        .Help("When the last run without errors finished")
-        .Register(*success_registry_)
-        .Add({})
-        .Set(Seconds(finished_at));
+  // Only a clean run sets it; PushAdd leaves the gateway's previous value in place otherwise, so the
+  // series always says when the last clean run was.
+  if (s.ok()) {
+    gauge("reconciler_last_success_timestamp_seconds", "When the last run without errors finished",
+          Seconds(finished_at));
   }
 }
 
@@ -84,8 +81,10 @@ int ReconcilerProbe::Push(const PushgatewayOptions& options, RunMode mode) {
   if (!address) return -1;
   prometheus::Gateway gateway(address->host, address->port, options.job, {{"mode", std::string(ToString(mode))}});
   gateway.RegisterCollectable(registry_);
-  if (success_) gateway.RegisterCollectable(success_registry_);
-  return gateway.PushAdd();
+  // prometheus-cpp 1.0 names its methods the other way round from the Pushgateway: its Push() sends POST
+  // (replace only the metrics this push carries) and its PushAdd() sends PUT (replace the whole group).
+  // POST is what keeps reconciler_last_success_timestamp_seconds across a failed run.
+  return gateway.Push();
 }
 
 }  // namespace charge_outbox::reconciler

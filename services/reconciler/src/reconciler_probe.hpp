@@ -42,17 +42,14 @@ class ReconcilerProbe {
 
   // Sets every gauge from the summary.
   void Record(const RunSummary& summary, std::chrono::system_clock::time_point finished_at);
-  // PushAdd (HTTP POST: replaces only the metrics this run sets) to the gateway. Returns the HTTP status,
-  // or a negative number when the gateway could not be reached.
+  // Pushes to the gateway with HTTP POST (it replaces only the metrics this run sets). Returns the HTTP
+  // status, or a negative number when the gateway could not be reached.
   int Push(const PushgatewayOptions& options, RunMode mode);
 
   metrics::Registry& registry() { return *registry_; }
 
  private:
   std::shared_ptr<metrics::Registry> registry_;
-  // A separate registry for the success timestamp, registered with the gateway only after a clean run.
-  std::shared_ptr<metrics::Registry> success_registry_;
-  bool success_ = false;
 };
 
 }  // namespace charge_outbox::reconciler

@@ -1,0 +1,650 @@
+// The reconciler as it runs: the real binary, one process per run, against a real PostgreSQL and the
+// real acquirer-sim (and the real charge-api where a test needs one). Every branch of the decision table,
+// overlapping runs, a crash at its failpoint, a charge-api takeover racing it, the window report, and the
+// metrics push.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "charge_outbox/http/server.hpp"
+#include "charge_outbox/util/time.hpp"
+#include "http_test_client.hpp"
+#include "pg_test_database.hpp"
+#include "service_process.hpp"
+#include "test_env.hpp"
+
+namespace charge_outbox::testing {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr const char* kMerchant = "00000000-0000-4000-8000-000000000001";
+constexpr const char* kApiKey = "sk_test_reconciler_e2e";
+constexpr const char* kAcquirerKey = "ak_test_reconciler_e2e";
+
+struct RunResult {
+  ProcessResult process;
+  json::object summary;  // the run's summary line
+};
+
+class ReconcilerE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = PgTestDatabase::Create(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                                 PgTestDatabase::Schema::kMigrated);
+    db_->Execute(std::string("INSERT INTO merchants (id, name) VALUES ('") + kMerchant + "', 'one')");
+    db_->Execute(std::string("INSERT INTO api_keys (key_hash, merchant_id, key_prefix) VALUES "
+                             "(sha256(convert_to('") + kApiKey + "', 'UTF8')), '" + kMerchant + "', 'sk_test')");
+    dir_ = fs::temp_directory_path() / UniqueName("reconciler_e2e");
+    sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
+                                            EnvChanges{{"SERVER_PORT", "0"},
+                                                       {"DATA_DIR", (dir_ / "sim").string()},
+                                                       {"AUTH_API_KEYS", kAcquirerKey}});
+    sim_client_ = std::make_unique<HttpTestClient>(sim_->port());
+  }
+
+  void TearDown() override {
+    sim_client_.reset();
+    sim_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // Short acquirer timeouts, lease and backoff, so unknown outcomes and rescheduled looks resolve in seconds.
+  EnvChanges ReconcilerEnv(const EnvChanges& extra = {}) {
+    EnvChanges env{{"DATABASE_URL", db_->url()},
+                   {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(sim_->port())},
+                   {"ACQUIRER_API_KEY", kAcquirerKey},
+                   {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
+                   {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
+                   {"ACQUIRER_RETRY_BASE_DELAY", "50ms"},
+                   {"ACQUIRER_RETRY_MAX_DELAY", "100ms"},
+                   {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"},
+                   {"RECONCILER_GRACE_PERIOD", "1s"},
+                   {"RECONCILER_CLAIM_LEASE", "4s"},
+                   {"RECONCILER_BACKOFF_BASE", "100ms"},
+                   {"RECONCILER_BACKOFF_MAX", "200ms"},
+                   {"RECONCILER_VISIBILITY_WINDOW", "1s"},
+                   {"FAILPOINTS", std::nullopt},
+                   {"METRICS_PUSHGATEWAY_URL", std::nullopt}};
+    for (const auto& [k, v] : extra) env[k] = v;
+    return env;
+  }
+
+  static json::object SummaryOf(const std::string& output) {
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.find("\"msg\":\"run summary\"") != std::string::npos) return json::parse(line).as_object();
+    }
+    return {};
+  }
+
+  RunResult RunReconciler(const EnvChanges& extra = {}, std::vector<std::string> args = {}) {
+    args.insert(args.begin(), RECONCILER_BIN);
+    RunResult run;
+    run.process = RunProcess(args, ReconcilerEnv(extra), 60s);
+    run.summary = SummaryOf(run.process.out + run.process.err);
+    return run;
+  }
+
+  // Runs the reconciler until `done` holds (each run a process, as the CronJob would), or fails the test.
+  template <class Done>
+  void RunUntil(Done done, const EnvChanges& extra = {}, std::chrono::seconds limit = 20s) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    RunResult last;
+    while (std::chrono::steady_clock::now() < until) {
+      last = RunReconciler(extra);
+      if (done()) return;
+      std::this_thread::sleep_for(100ms);
+    }
+    FAIL() << "not done after " << limit.count() << " s; last run:\n" << last.process.out << last.process.err;
+  }
+
+  // Pending charges as charge-api leaves them when it dies after its intent: the charge, its initiated
+  // event and attempt 1 (a capture, started and never finished), created `age` ago, keys prefix1..prefixN.
+  void InsertPending(int n, const std::string& prefix, const std::string& age = "1 minute",
+                     const std::string& payment_method = "pm_tok_visa") {
+    db_->Execute(
+        "WITH ins AS ("
+        " INSERT INTO charges (id, merchant_id, idempotency_key, request_fingerprint, order_id, amount, currency,"
+        "  payment_method, last_sequence, attempt_count, created_at, updated_at)"
+        " SELECT gen_random_uuid(), '" + std::string(kMerchant) + "', '" + prefix + "' || i, sha256(('fp' || i)::bytea),"
+        "  'PED-' || i, 1000 + i, 'BRL', '" + payment_method + "', 1, 1,"
+        "  now() - interval '" + age + "' + i * interval '1 microsecond',"
+        "  now() - interval '" + age + "' + i * interval '1 microsecond'"
+        " FROM generate_series(1, " + std::to_string(n) + ") AS i RETURNING *"
+        "), ev AS ("
+        " INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard)"
+        " SELECT gen_random_uuid(), charge_public_id(ins.id), 'payments.charge.initiated.v1',"
+        "  charge_event_payload(ROW(ins.*)::charges), 1, outbox_shard(ins.id) FROM ins"
+        ") INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)"
+        " SELECT ins.id, 1, gen_random_uuid(), 'capture', 'charge-api', ins.created_at FROM ins");
+  }
+
+  std::string Field(const std::string& key, const std::string& column) {
+    return db_->Scalar("SELECT " + column + " FROM charges WHERE idempotency_key = '" + key + "'");
+  }
+  std::string PublicId(const std::string& key) { return Field(key, "charge_public_id(id)"); }
+  std::string Status(const std::string& key) { return Field(key, "status"); }
+  static std::string AcquirerKey(const std::string& key) { return std::string(kMerchant) + ":" + key; }
+
+  // A capture at the acquirer for our charge `key`, as charge-api would have sent it (or with another amount).
+  json::object CaptureAtAcquirer(const std::string& key, std::optional<std::int64_t> amount = std::nullopt,
+                                 std::optional<std::string> reference = std::nullopt,
+                                 const std::string& payment_method = "pm_tok_visa") {
+    return CaptureWith(*sim_client_, key, amount ? *amount : std::stoll(Field(key, "amount")),
+                       reference ? *reference : PublicId(key), payment_method);
+  }
+
+  static json::object CaptureWith(HttpTestClient& client, const std::string& key, std::int64_t amount,
+                                  const std::string& reference, const std::string& payment_method = "pm_tok_visa") {
+    const auto body = json::serialize(json::object{
+        {"amount", amount}, {"currency", "BRL"}, {"reference", reference}, {"payment_method", payment_method}});
+    const auto r = client.Post("/v1/captures", body,
+                               {{"Authorization", std::string("Bearer ") + kAcquirerKey},
+                                {"Idempotency-Key", AcquirerKey(key)}});
+    EXPECT_TRUE(r.status() == 201u || r.status() == 402u) << r.response.body();
+    return r.json().as_object();
+  }
+
+  void SetFaults(const std::string& profile) {
+    const auto r = sim_client_->Put("/admin/faults", profile);
+    ASSERT_EQ(r.status(), 200u) << r.response.body();
+  }
+
+  json::array Ledger() { return sim_client_->Get("/admin/ledger").json().at("entries").as_array(); }
+
+  std::size_t LedgerEntries(const std::string& type, const std::string& acquirer_key) {
+    std::size_t n = 0;
+    for (const auto& e : Ledger()) {
+      const auto& o = e.as_object();
+      if (o.at("type").as_string() == type && o.at("idempotency_key").as_string() == acquirer_key) ++n;
+    }
+    return n;
+  }
+
+  std::string TerminalEvents(const std::string& key) {
+    return db_->Scalar("SELECT string_agg(type, ',' ORDER BY sequence) FROM outbox WHERE aggregateid = '" +
+                       PublicId(key) + "' AND type <> 'payments.charge.initiated.v1'");
+  }
+
+  std::unique_ptr<ServiceProcess> StartChargeApi(EnvChanges extra = {}) {
+    EnvChanges env{{"DATABASE_URL", db_->url()},
+                   {"HTTP_ADDRESS", "127.0.0.1"},
+                   {"HTTP_PORT", "0"},
+                   {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(sim_->port())},
+                   {"ACQUIRER_API_KEY", kAcquirerKey},
+                   {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
+                   {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
+                   {"ACQUIRER_RETRY_BASE_DELAY", "50ms"},
+                   {"ACQUIRER_RETRY_MAX_DELAY", "100ms"},
+                   {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"},
+                   {"CHARGE_LEASE", "3s"},
+                   {"SHUTDOWN_DEADLINE", "2s"},
+                   {"FAILPOINTS", std::nullopt}};
+    for (auto& [k, v] : extra) env[k] = v;
+    return std::make_unique<ServiceProcess>(std::vector<std::string>{CHARGE_API_BIN}, env);
+  }
+
+  static std::string ChargeBody() {
+    return R"({"amount": 25000, "currency": "BRL", "order_id": "PED-0001", "payment_method": "pm_tok_visa"})";
+  }
+  static HttpHeaders ChargeHeaders(const std::string& key) {
+    return {{"Authorization", std::string("Bearer ") + kApiKey},
+            {"Content-Type", "application/json"},
+            {"Idempotency-Key", key}};
+  }
+
+  std::unique_ptr<PgTestDatabase> db_;
+  fs::path dir_;
+  std::unique_ptr<ServiceProcess> sim_;
+  std::unique_ptr<HttpTestClient> sim_client_;
+};
+
+TEST_F(ReconcilerE2E, ChargeLeftPendingByAChargeApiCrashAfterCaptureEndsCapturedOnce) {
+  auto api = StartChargeApi({{"FAILPOINTS", "charge.after_acquirer_response=crash"}});
+  HttpTestClient client(api->port(), "127.0.0.1", 30s);
+  const auto crashed = client.Post("/v1/charges", ChargeBody(), ChargeHeaders("crash-1"));
+  EXPECT_FALSE(crashed.ok()) << "charge-api should die with the request, got " << crashed.status();
+  EXPECT_EQ(api->process().Wait(10s).term_signal, SIGKILL);
+  ASSERT_EQ(Status("crash-1"), "pending");
+  ASSERT_EQ(LedgerEntries("capture", AcquirerKey("crash-1")), 1u);
+
+  // The dead request's lease (3 s) keeps the reconciler off at first; a later run resolves the charge.
+  RunUntil([&] { return Status("crash-1") == "captured"; }, {{"RECONCILER_GRACE_PERIOD", "0s"}});
+  EXPECT_EQ(LedgerEntries("capture", AcquirerKey("crash-1")), 1u);
+  EXPECT_EQ(TerminalEvents("crash-1"), "payments.charge.captured.v1");
+  EXPECT_EQ(Field("crash-1", "acquirer_capture_id"), std::string(Ledger().at(0).at("id").as_string()));
+  EXPECT_EQ(db_->Scalar("SELECT operation || ' ' || outcome || ' ' || evidence FROM acquirer_attempts"
+                        " WHERE actor = 'reconciler'"),
+            "lookup captured approved");
+  EXPECT_EQ(db_->Scalar("SELECT payload->>'status' FROM outbox WHERE type = 'payments.charge.captured.v1'"),
+            "captured");
+}
+
+TEST_F(ReconcilerE2E, TwoRunsStartedTogetherOnAThousandStaleChargesResolveEachExactlyOnce) {
+  InsertPending(1000, "stale-");
+  // Each captured at the acquirer, as if charge-api had died after every capture (eight clients at once).
+  const auto charges = db_->Scalar(
+      "SELECT string_agg(idempotency_key || ' ' || amount || ' ' || charge_public_id(id), ',') FROM charges");
+  std::vector<std::string> rows;
+  for (std::size_t start = 0; start < charges.size();) {
+    const auto comma = charges.find(',', start);
+    rows.push_back(charges.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    start = comma == std::string::npos ? charges.size() : comma + 1;
+  }
+  ASSERT_EQ(rows.size(), 1000u);
+  std::vector<std::thread> planters;
+  for (std::size_t t = 0; t < 8; ++t) {
+    planters.emplace_back([&, t] {
+      HttpTestClient client(sim_->port());
+      for (std::size_t i = t; i < rows.size(); i += 8) {
+        std::istringstream row(rows[i]);
+        std::string key, reference;
+        std::int64_t amount = 0;
+        row >> key >> amount >> reference;
+        CaptureWith(client, key, amount, reference);
+      }
+    });
+  }
+  for (auto& planter : planters) planter.join();
+  const auto env = ReconcilerEnv({{"RECONCILER_BATCH_SIZE", "50"}, {"RECONCILER_CONCURRENCY", "4"}});
+  const std::vector<std::string> argv{RECONCILER_BIN};
+  ChildProcess a(argv, env);
+  ChildProcess b(argv, env);
+  const auto ra = a.Wait(60s);
+  const auto rb = b.Wait(60s);
+  ASSERT_EQ(ra.exit_code, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.out << rb.err;
+  const auto sa = SummaryOf(ra.out);
+  const auto sb = SummaryOf(rb.out);
+  EXPECT_EQ(sa.at("captured").as_int64() + sb.at("captured").as_int64(), 1000);
+  EXPECT_EQ(sa.at("examined").as_int64() + sb.at("examined").as_int64(), 1000);
+  EXPECT_EQ(sa.at("already_resolved").as_int64() + sb.at("already_resolved").as_int64(), 0);
+
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE status = 'captured' AND acquirer_capture_id IS NOT NULL"),
+            "1000");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE type = 'payments.charge.captured.v1'"), "1000");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM (SELECT aggregateid FROM outbox WHERE type <> "
+                        "'payments.charge.initiated.v1' GROUP BY aggregateid HAVING count(*) > 1) d"),
+            "0");
+  // Each charge was looked up exactly once: no run touched a charge the other had claimed.
+  EXPECT_EQ(db_->Scalar("SELECT count(*) || ' ' || count(DISTINCT charge_id) FROM acquirer_attempts"
+                        " WHERE actor = 'reconciler'"),
+            "1000 1000");
+  EXPECT_EQ(Ledger().size(), 1000u);
+}
+
+TEST_F(ReconcilerE2E, VisibilityDelayNeverProducesAWrongState) {
+  InsertPending(1, "late-");
+  SetFaults(R"({"visibility_delay_ms": 3000})");
+  CaptureAtAcquirer("late-1");
+  const EnvChanges env{{"RECONCILER_VISIBILITY_WINDOW", "5s"}};
+  // Early looks do not see the capture yet: the charge stays pending, and that is not an error.
+  const auto early = RunReconciler(env);
+  EXPECT_EQ(early.process.exit_code, 0) << early.process.out;
+  EXPECT_EQ(early.summary.at("still_pending").as_int64(), 1);
+  EXPECT_EQ(early.summary.at("failed").as_int64(), 0);
+  EXPECT_EQ(Status("late-1"), "pending");
+  db_->Execute("UPDATE charges SET next_check_at = now()");  // look again at once, still inside the delay
+  EXPECT_EQ(RunReconciler(env).summary.at("still_pending").as_int64(), 1);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'reconciler' AND outcome = 'not_found'"),
+            "2");
+  db_->Execute("UPDATE charges SET next_check_at = now()");
+  RunUntil([&] { return Status("late-1") != "pending"; }, env);
+  EXPECT_EQ(Status("late-1"), "captured");
+  EXPECT_EQ(TerminalEvents("late-1"), "payments.charge.captured.v1");
+}
+
+TEST_F(ReconcilerE2E, NotFoundFailsOnlyOnRepeatedLooksPastTheVisibilityWindow) {
+  InsertPending(1, "never-");
+  const auto first = RunReconciler();
+  EXPECT_EQ(first.process.exit_code, 0);
+  EXPECT_EQ(first.summary.at("still_pending").as_int64(), 1);
+  EXPECT_EQ(Status("never-1"), "pending");
+  RunUntil([&] { return Status("never-1") != "pending"; });
+  EXPECT_EQ(Status("never-1"), "failed");
+  EXPECT_EQ(Field("never-1", "failure_reason"), "not_captured");
+  EXPECT_EQ(TerminalEvents("never-1"), "payments.charge.failed.v1");
+  EXPECT_TRUE(Ledger().empty());
+  // At least two not-found looks, the last one a visibility window after the first.
+  EXPECT_EQ(db_->Scalar("SELECT count(*) >= 2 AND max(started_at) - min(started_at) >= interval '1 second'"
+                        " FROM acquirer_attempts WHERE actor = 'reconciler' AND outcome = 'not_found'"),
+            "t");
+}
+
+TEST_F(ReconcilerE2E, ResubmitPolicyCapturesWithTheSameKeyAndReplaysADecline) {
+  InsertPending(1, "lost-");                                      // the capture never reached the acquirer
+  InsertPending(1, "refused-", "1 minute", "pm_tok_declined");    // the acquirer declined it; lookups cannot show that
+  CaptureAtAcquirer("refused-1", std::nullopt, std::nullopt, "pm_tok_declined");
+  ASSERT_TRUE(Ledger().empty());
+  const EnvChanges env{{"RECONCILER_NOT_FOUND_POLICY", "resubmit"}};
+  RunUntil([&] { return Status("lost-1") != "pending" && Status("refused-1") != "pending"; }, env);
+  EXPECT_EQ(Status("lost-1"), "captured");
+  EXPECT_EQ(LedgerEntries("capture", AcquirerKey("lost-1")), 1u);
+  EXPECT_EQ(TerminalEvents("lost-1"), "payments.charge.captured.v1");
+  EXPECT_EQ(Status("refused-1"), "failed");
+  EXPECT_EQ(Field("refused-1", "decline_code"), "card_declined");
+  EXPECT_EQ(TerminalEvents("refused-1"), "payments.charge.failed.v1");
+  EXPECT_EQ(Ledger().size(), 1u);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'reconciler' AND operation = 'capture'"),
+            "2");
+}
+
+TEST_F(ReconcilerE2E, DifferentAmountAtTheAcquirerEndsNeedsReviewAndFixesNothing) {
+  InsertPending(1, "odd-");
+  CaptureAtAcquirer("odd-1", 99999);
+  const auto run = RunReconciler();
+  EXPECT_EQ(run.process.exit_code, 0) << run.process.out;
+  EXPECT_EQ(run.summary.at("needs_review").as_int64(), 1);
+  EXPECT_EQ(Status("odd-1"), "needs_review");
+  EXPECT_EQ(Field("odd-1", "failure_reason"), "acquirer_capture_mismatch");
+  EXPECT_EQ(TerminalEvents("odd-1"), "payments.charge.needs_review.v1");
+  EXPECT_EQ(Ledger().size(), 1u);  // no void, no second capture
+}
+
+TEST_F(ReconcilerE2E, UnknownStaysPendingWithBackoffAndTheRunExitsNonZero) {
+  InsertPending(1, "flaky-");
+  CaptureAtAcquirer("flaky-1");
+  SetFaults(R"({"error_rate": 1.0, "retry_after_s": 0, "apply_to": ["lookup"]})");
+  const auto run = RunReconciler({{"RECONCILER_BACKOFF_BASE", "20s"}, {"RECONCILER_BACKOFF_MAX", "1m"}});
+  EXPECT_EQ(run.process.exit_code, 1);
+  EXPECT_EQ(run.summary.at("errors").as_int64(), 1);
+  EXPECT_EQ(run.summary.at("still_pending").as_int64(), 1);
+  EXPECT_EQ(Status("flaky-1"), "pending");
+  EXPECT_EQ(Field("flaky-1", "check_count || ' ' || (owner_id IS NULL) || ' ' || "
+                             "(next_check_at BETWEEN now() + interval '9 seconds' AND now() + interval '20 seconds')"),
+            "1 true true");
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(outcome || '/' || evidence, ',') FROM acquirer_attempts"
+                        " WHERE actor = 'reconciler'"),
+            "unavailable/unknown,unavailable/unknown");
+  // Not due yet: the next run leaves it alone.
+  SetFaults("{}");
+  EXPECT_EQ(RunReconciler().summary.at("examined").as_int64(), 0);
+  db_->Execute("UPDATE charges SET next_check_at = now()");
+  EXPECT_EQ(RunReconciler().summary.at("captured").as_int64(), 1);
+  EXPECT_EQ(TerminalEvents("flaky-1"), "payments.charge.captured.v1");
+}
+
+TEST_F(ReconcilerE2E, PastTheDeadlineACaptureIsVoidedWithTheSameKeyAndTheChargeCanceled) {
+  InsertPending(1, "old-", "2 hours");
+  const auto capture = CaptureAtAcquirer("old-1");
+  const auto run = RunReconciler();
+  EXPECT_EQ(run.process.exit_code, 0) << run.process.out;
+  EXPECT_EQ(run.summary.at("canceled").as_int64(), 1);
+  EXPECT_EQ(Status("old-1"), "canceled");
+  EXPECT_EQ(Field("old-1", "acquirer_capture_id"), std::string(capture.at("id").as_string()));
+  EXPECT_EQ(TerminalEvents("old-1"), "payments.charge.canceled.v1");
+  EXPECT_EQ(LedgerEntries("void", AcquirerKey("old-1")), 1u);
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(operation || '/' || outcome, ',' ORDER BY attempt_no) FROM acquirer_attempts"
+                        " WHERE actor = 'reconciler'"),
+            "lookup/captured,void/voided");
+}
+
+TEST_F(ReconcilerE2E, PastTheDeadlineWithoutConfirmationNeedsReview) {
+  InsertPending(1, "unvoidable-", "2 hours");
+  InsertPending(1, "unknown-", "2 hours");
+  CaptureAtAcquirer("unvoidable-1");
+  SetFaults(R"({"error_rate": 1.0, "retry_after_s": 0, "apply_to": ["void"]})");
+  const auto run = RunReconciler();
+  EXPECT_EQ(Status("unvoidable-1"), "needs_review");
+  EXPECT_EQ(Field("unvoidable-1", "failure_reason"), "void_unconfirmed");
+  EXPECT_EQ(TerminalEvents("unvoidable-1"), "payments.charge.needs_review.v1");
+  // Not found, a single look, past the deadline: nobody can confirm anything any more.
+  EXPECT_EQ(Status("unknown-1"), "needs_review");
+  EXPECT_EQ(Field("unknown-1", "failure_reason"), "deadline_passed_unconfirmed");
+  EXPECT_EQ(run.summary.at("needs_review").as_int64(), 2);
+  EXPECT_EQ(LedgerEntries("void", AcquirerKey("unvoidable-1")), 0u);
+}
+
+TEST_F(ReconcilerE2E, CrashAtItsFailpointLosesNothingAndTheNextRunResolvesOnce) {
+  InsertPending(1, "fp-");
+  CaptureAtAcquirer("fp-1");
+  const auto crashed = RunReconciler({{"FAILPOINTS", "reconciler.after_acquirer_lookup=crash"}});
+  EXPECT_EQ(crashed.process.term_signal, SIGKILL) << crashed.process.out;
+  EXPECT_EQ(Status("fp-1"), "pending");
+  EXPECT_THAT(Field("fp-1", "owner_id"), HasSubstr("reconciler/"));  // its claim outlives it, until the lease ends
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'reconciler' AND finished_at IS NULL"),
+            "1");
+  const auto failing = RunReconciler({{"FAILPOINTS", "reconciler.after_acquirer_lookup=error"}});
+  EXPECT_EQ(failing.summary.at("examined").as_int64(), 0);  // the dead run's lease still holds
+  RunUntil([&] { return Status("fp-1") == "captured"; });
+  EXPECT_EQ(TerminalEvents("fp-1"), "payments.charge.captured.v1");
+  EXPECT_EQ(LedgerEntries("capture", AcquirerKey("fp-1")), 1u);
+
+  InsertPending(1, "fp-err-");
+  CaptureAtAcquirer("fp-err-1");
+  const auto erred = RunReconciler({{"FAILPOINTS", "reconciler.after_acquirer_lookup=error"}});
+  EXPECT_EQ(erred.process.exit_code, 1);
+  EXPECT_EQ(erred.summary.at("errors").as_int64(), 1);
+  EXPECT_EQ(Status("fp-err-1"), "pending");
+  EXPECT_EQ(Field("fp-err-1", "owner_id"), "");  // given back at the end of the run
+}
+
+TEST_F(ReconcilerE2E, ChargeApiTakeoverWhileTheReconcilerStallsExactlyOneWins) {
+  auto api = StartChargeApi({{"FAILPOINTS", "charge.after_acquirer_response=crash"}});
+  {
+    HttpTestClient client(api->port(), "127.0.0.1", 30s);
+    EXPECT_FALSE(client.Post("/v1/charges", ChargeBody(), ChargeHeaders("race-1")).ok());
+  }
+  api->process().Wait(10s);
+  api = StartChargeApi();
+  // The charge-api lease (3 s) must lapse before the reconciler may claim it.
+  ASSERT_TRUE(Eventually([&] { return Field("race-1", "lease_expires_at < now()") == "t"; }, 10s));
+
+  // The reconciler claims it (lease 2 s), looks it up, then stalls 4 s at its failpoint: its lease runs out
+  // and the client's retry takes the charge over and resolves it first.
+  const EnvChanges stall{{"FAILPOINTS", "reconciler.after_acquirer_lookup=sleep(4000)"},
+                         {"RECONCILER_GRACE_PERIOD", "0s"},
+                         {"RECONCILER_CLAIM_LEASE", "2s"},
+                         {"ACQUIRER_REQUEST_TIMEOUT", "500ms"},
+                         {"ACQUIRER_RETRY_TOTAL_BUDGET", "500ms"}};
+  ChildProcess reconciler({RECONCILER_BIN}, ReconcilerEnv(stall));
+  ASSERT_TRUE(Eventually([&] {
+    return db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'reconciler'") == "1";
+  }));
+  HttpResult answer;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        HttpTestClient client(api->port(), "127.0.0.1", 30s);
+        answer = client.Post("/v1/charges", ChargeBody(), ChargeHeaders("race-1"));
+        return answer.ok() && answer.status() != 409u;
+      },
+      15s));
+  EXPECT_EQ(answer.status(), 201u) << answer.response.body();
+  const auto result = reconciler.Wait(30s);
+  const auto summary = SummaryOf(result.out);
+  EXPECT_EQ(summary.at("already_resolved").as_int64(), 1) << result.out;
+  EXPECT_EQ(summary.at("captured").as_int64(), 0);
+  EXPECT_EQ(Status("race-1"), "captured");
+  EXPECT_EQ(TerminalEvents("race-1"), "payments.charge.captured.v1");
+  EXPECT_EQ(LedgerEntries("capture", AcquirerKey("race-1")), 1u);
+}
+
+TEST_F(ReconcilerE2E, ClaimedChargeIsInFlightForAChargeApiRetryUntilTheReconcilerResolvesIt) {
+  auto api = StartChargeApi({{"FAILPOINTS", "charge.after_acquirer_response=crash"}});
+  {
+    HttpTestClient client(api->port(), "127.0.0.1", 30s);
+    EXPECT_FALSE(client.Post("/v1/charges", ChargeBody(), ChargeHeaders("race-2")).ok());
+  }
+  api->process().Wait(10s);
+  api = StartChargeApi();
+  ASSERT_TRUE(Eventually([&] { return Field("race-2", "lease_expires_at < now()") == "t"; }, 10s));
+  ChildProcess reconciler({RECONCILER_BIN},
+                          ReconcilerEnv({{"FAILPOINTS", "reconciler.after_acquirer_lookup=sleep(1500)"},
+                                         {"RECONCILER_GRACE_PERIOD", "0s"}}));
+  ASSERT_TRUE(Eventually([&] {
+    return db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'reconciler'") == "1";
+  }));
+  HttpTestClient client(api->port(), "127.0.0.1", 30s);
+  const auto during = client.Post("/v1/charges", ChargeBody(), ChargeHeaders("race-2"));
+  EXPECT_EQ(during.status(), 409u) << during.response.body();  // the reconciler's claim is a live owner
+  EXPECT_EQ(SummaryOf(reconciler.Wait(30s).out).at("captured").as_int64(), 1);
+  const auto after = client.Post("/v1/charges", ChargeBody(), ChargeHeaders("race-2"));
+  EXPECT_EQ(after.status(), 201u) << after.response.body();
+  EXPECT_EQ(after.json().at("status").as_string(), "captured");
+  EXPECT_EQ(TerminalEvents("race-2"), "payments.charge.captured.v1");
+  EXPECT_EQ(LedgerEntries("capture", AcquirerKey("race-2")), 1u);
+}
+
+TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
+  // Captured before the window: a charge whose capture lies outside it.
+  InsertPending(1, "early-");
+  const auto early_capture = CaptureAtAcquirer("early-1");
+  std::this_thread::sleep_for(20ms);
+  const auto from = std::chrono::system_clock::now();
+
+  InsertPending(6, "w-");
+  const auto ok = CaptureAtAcquirer("w-1");                      // agrees
+  const auto odd = CaptureAtAcquirer("w-2", 1);                  // another amount
+  CaptureAtAcquirer("w-4");                                      // our charge says failed
+  CaptureAtAcquirer("w-5");                                      // ours is still pending: the sweep's job
+  CaptureAtAcquirer("ghost", 500, "ch_" + std::string(32, 'a'));  // nothing of ours
+  // w-3: captured on our side, nothing at the acquirer. w-6: pending, nothing anywhere.
+  db_->Execute("UPDATE charges SET status = 'captured', updated_at = now(), acquirer_capture_id = CASE idempotency_key"
+               " WHEN 'w-1' THEN '" + std::string(ok.at("id").as_string()) + "' WHEN 'w-2' THEN '" +
+               std::string(odd.at("id").as_string()) + "' WHEN 'early-1' THEN '" +
+               std::string(early_capture.at("id").as_string()) + "' END"
+               " WHERE idempotency_key IN ('w-1', 'w-2', 'w-3', 'early-1')");
+  db_->Execute("UPDATE charges SET status = 'failed', failure_reason = 'not_captured' WHERE idempotency_key = 'w-4'");
+  std::this_thread::sleep_for(5ms);
+  const auto to = std::chrono::system_clock::now();
+  const auto rfc = [](auto t) { return util::FormatRfc3339(t); };
+  const auto output = (dir_ / "report.json").string();
+
+  const auto run = RunReconciler({{"ACQUIRER_LIST_PAGE_LIMIT", "2"}},
+                                 {"window", "--from", rfc(from - 1ms), "--to", rfc(to + 1ms), "--output", output});
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.out << run.process.err;
+  std::ifstream file(output);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const auto report = json::parse(text).as_object();
+  EXPECT_TRUE(report.at("complete").as_bool());
+  EXPECT_EQ(report.at("acquirer").at("captures").as_int64(), 5);
+  EXPECT_EQ(report.at("acquirer").at("pages").as_int64(), 3);
+  std::vector<std::string> found;
+  for (const auto& d : report.at("discrepancies").as_array()) {
+    const auto& o = d.as_object();
+    std::string entry(o.at("kind").as_string());
+    if (o.contains("fields")) {
+      for (const auto& f : o.at("fields").as_array()) entry += ":" + std::string(f.as_string());
+    }
+    entry += o.contains("charge_id") ? " " + std::string(o.at("charge_id").as_string())
+                                     : " " + std::string(o.at("reference").as_string());
+    entry += o.at("flagged").as_bool() ? " flagged" : "";
+    found.push_back(entry);
+  }
+  EXPECT_THAT(found, UnorderedElementsAre("mismatch:amount " + PublicId("w-2") + " flagged",
+                                          "mismatch:status " + PublicId("w-4") + " flagged",
+                                          "capture_without_local_record ch_" + std::string(32, 'a'),
+                                          "missing_at_acquirer " + PublicId("w-3") + " flagged"));
+  EXPECT_EQ(report.at("matched").as_int64(), 1);
+  EXPECT_EQ(report.at("pending_with_capture").as_int64(), 1);
+  EXPECT_EQ(report.at("confirmed_outside_window").as_int64(), 1);
+  EXPECT_EQ(report.at("flagged").as_int64(), 3);
+
+  // Flagged charges are needs_review with their event; nothing else changed.
+  for (const auto* key : {"w-2", "w-3", "w-4"}) {
+    EXPECT_EQ(Status(key), "needs_review") << key;
+    EXPECT_EQ(TerminalEvents(key), "payments.charge.needs_review.v1") << key;
+  }
+  EXPECT_EQ(Field("w-2", "failure_reason"), "window_mismatch");
+  EXPECT_EQ(Status("w-1"), "captured");
+  EXPECT_EQ(Status("early-1"), "captured");
+  EXPECT_EQ(Status("w-5"), "pending");
+  EXPECT_EQ(Status("w-6"), "pending");
+  EXPECT_EQ(TerminalEvents("w-1"), "");
+  EXPECT_EQ(Ledger().size(), 6u);
+  EXPECT_EQ(run.summary.at("mode").as_string(), "window");
+  EXPECT_EQ(run.summary.at("needs_review").as_int64(), 3);
+  EXPECT_EQ(run.summary.at("discrepancies").at("mismatch").as_int64(), 2);
+
+  // Again, with the report on stdout: stdout holds exactly the report; logs and summary go to stderr. The
+  // flagged charges are in review now: w-2's amount still differs (reported, not flagged twice), w-4's
+  // status no longer contradicts the capture, and w-3 is no longer a captured charge of ours.
+  const auto again = RunReconciler({}, {"window", "--from", rfc(from - 1ms), "--to", rfc(to + 1ms)});
+  ASSERT_EQ(again.process.exit_code, 0) << again.process.err;
+  const auto on_stdout = json::parse(again.process.out).as_object();
+  EXPECT_EQ(on_stdout.at("flagged").as_int64(), 0);
+  EXPECT_EQ(on_stdout.at("discrepancies").as_array().size(), 2u);
+  EXPECT_THAT(again.process.err, HasSubstr("\"msg\":\"run summary\""));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE type = 'payments.charge.needs_review.v1'"), "3");
+}
+
+TEST_F(ReconcilerE2E, WindowReportWithAnUnreadableListingFlagsNothingAndFails) {
+  InsertPending(1, "lw-");
+  db_->Execute("UPDATE charges SET status = 'captured', updated_at = now()");
+  SetFaults(R"({"error_rate": 1.0, "retry_after_s": 0, "apply_to": ["list"]})");
+  const auto now = std::chrono::system_clock::now();
+  const auto run = RunReconciler({}, {"window", "--from", util::FormatRfc3339(now - 1h), "--to",
+                                      util::FormatRfc3339(now + 1min), "--output", (dir_ / "r.json").string()});
+  EXPECT_EQ(run.process.exit_code, 1);
+  std::ifstream file(dir_ / "r.json");
+  const auto report = json::parse(std::string((std::istreambuf_iterator<char>(file)), {})).as_object();
+  EXPECT_FALSE(report.at("complete").as_bool());
+  EXPECT_EQ(report.at("listing_end").as_string(), "page_failed");
+  EXPECT_EQ(Status("lw-1"), "captured");
+}
+
+// A Pushgateway stand-in: records each request.
+class FakePushgateway {
+ public:
+  FakePushgateway()
+      : server_({}, [this](http::Request request) -> asio::awaitable<http::Reply> {
+          {
+            std::lock_guard lock(mutex_);
+            requests_.push_back(std::string(request.method_string()) + " " + std::string(request.target()) + "\n" +
+                                request.body());
+          }
+          http::Response response{boost::beast::http::status::ok, 11};
+          co_return http::Reply{std::move(response)};
+        }) {
+    port_ = server_.Start();
+  }
+  std::uint16_t port() const { return port_; }
+  std::vector<std::string> requests() {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+
+ private:
+  http::Server server_;
+  std::uint16_t port_ = 0;
+  std::mutex mutex_;
+  std::vector<std::string> requests_;
+};
+
+TEST_F(ReconcilerE2E, MetricsArePushedToThePushgatewayAndAnUnreachableGatewayFailsTheRun) {
+  InsertPending(1, "m-");
+  CaptureAtAcquirer("m-1");
+  FakePushgateway gateway;
+  const auto run = RunReconciler({{"METRICS_PUSHGATEWAY_URL", "http://127.0.0.1:" + std::to_string(gateway.port())}});
+  EXPECT_EQ(run.process.exit_code, 0) << run.process.out;
+  const auto requests = gateway.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_THAT(requests[0], HasSubstr("POST /metrics/job/reconciler/mode/sweep\n"));
+  EXPECT_THAT(requests[0], HasSubstr("reconciler_last_run_resolved_charges{outcome=\"captured\"} 1"));
+  EXPECT_THAT(requests[0], HasSubstr("reconciler_last_run_examined_charges 1"));
+  EXPECT_THAT(requests[0], HasSubstr("reconciler_last_run_errors 0"));
+  EXPECT_THAT(requests[0], HasSubstr("reconciler_last_success_timestamp_seconds "));
+
+  const auto unreachable = RunReconciler({{"METRICS_PUSHGATEWAY_URL", "http://127.0.0.1:1"}});
+  EXPECT_EQ(unreachable.process.exit_code, 1);
+  EXPECT_THAT(unreachable.process.out, HasSubstr("pushing metrics to http://127.0.0.1:1 failed"));
+}
+
+}  // namespace
+}  // namespace charge_outbox::testing
