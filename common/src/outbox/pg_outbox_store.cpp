@@ -33,8 +33,12 @@ constexpr const char* kUnlockShards = "outbox_unlock_shards";
 
 const std::pair<const char*, const char*> kRelayStatements[] = {
     // Per shard, in position order, the events whose charge has no earlier unpublished event: so one event
-    // per charge at most, and a parked event holds back its charge's later ones. Each shard is one probe of
-    // outbox_unpublished (per partition); the order across shards does not matter (see docs).
+    // per charge at most, and a parked event holds back its charge's later ones. Each shard is an ordered
+    // scan of outbox_unpublished that stops after $3 rows; the order across shards does not matter (see
+    // docs). A first event (sequence 1) has no predecessor to look for. The predecessor lookup only
+    // searches partitions up to an hour past this event's own created_at: an earlier event of a charge
+    // is committed before the next one is inserted, so it cannot have been created later than that
+    // unless the later event's transaction had been open for over an hour (docs: "claim").
     {kClaim,
      "SELECT c.id::text, c.aggregateid, c.type, c.payload::text, c.sequence, c.shard, c.position,"
      "       COALESCE(c.traceparent, ''), rfc3339(c.created_at), c.created_at::text"
@@ -42,9 +46,10 @@ const std::pair<const char*, const char*> kRelayStatements[] = {
      " CROSS JOIN LATERAL ("
      "   SELECT o.* FROM outbox o"
      "   WHERE o.shard = s.shard AND o.published_at IS NULL AND o.parked_at IS NULL"
-     "     AND NOT EXISTS (SELECT 1 FROM outbox e WHERE e.aggregateid = o.aggregateid"
-     "                     AND e.published_at IS NULL AND e.sequence < o.sequence)"
-     "   ORDER BY o.position LIMIT $2) c"
+     "     AND (o.sequence = 1 OR NOT EXISTS ("
+     "           SELECT 1 FROM outbox e WHERE e.aggregateid = o.aggregateid AND e.published_at IS NULL"
+     "             AND e.sequence < o.sequence AND e.created_at < o.created_at + interval '1 hour'))"
+     "   ORDER BY o.position LIMIT $3) c"
      " LIMIT $2"},
     // The created_at range lets PostgreSQL skip the partitions that cannot hold these ids.
     {kMark,
@@ -201,7 +206,11 @@ class PgRelaySession final : public RelaySession {
     if (shards.empty()) return std::vector<OutboxEvent>{};
     return Guarded<std::vector<OutboxEvent>>([&] {
       pqxx::nontransaction tx(*conn_);
-      const auto r = tx.exec_prepared(kClaim, IntArray(shards), limit);
+      // Enough per shard for a full batch when the backlog is spread, small enough that each shard's scan
+      // stops early; a backlog on few shards fills up over the next claims.
+      const int shard_count = static_cast<int>(shards.size());
+      const int per_shard = std::min(limit, std::max(16, 2 * limit / shard_count));
+      const auto r = tx.exec_prepared(kClaim, IntArray(shards), limit, per_shard);
       std::vector<OutboxEvent> out;
       out.reserve(r.size());
       for (const auto& row : r) {
