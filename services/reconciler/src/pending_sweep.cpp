@@ -24,27 +24,7 @@ using acquirer::OutcomeKind;
 using charges::ChargeStatus;
 using std::chrono::milliseconds;
 
-constexpr const char* kFailpointAfterLookup = "reconciler.after_acquirer_lookup";
-
-// A failpoint on the I/O thread: crash or fail as configured; a sleep waits on a timer, not the thread.
-asio::awaitable<bool> Failpoint(std::string_view name) {
-  const auto spec = failpoints::Lookup(name);
-  switch (spec.action) {
-    case failpoints::Action::kNone: co_return false;
-    case failpoints::Action::kCrash:
-      spdlog::warn("failpoint {}: crashing", name);
-      log::Flush();
-      failpoints::Hit(name);
-      co_return true;
-    case failpoints::Action::kError: co_return true;
-    case failpoints::Action::kSleep: {
-      asio::steady_timer timer(co_await asio::this_coro::executor, spec.sleep);
-      co_await timer.async_wait(asio::use_awaitable);
-      co_return false;
-    }
-  }
-  co_return false;
-}
+constexpr std::string_view kFailpointAfterLookup = "reconciler.after_acquirer_lookup";
 
 // The trace of a reconciler transition: a new span in the trace of the request that created the charge,
 // so one trace still follows the charge to every consumer.
@@ -167,7 +147,7 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   };
   const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, lookup_call);
 
-  if (co_await Failpoint(kFailpointAfterLookup)) {
+  if (co_await failpoints::HitAsync(kFailpointAfterLookup)) {
     ++summary.errors;
     co_await log.FlushFinish();
     spdlog::error("charge {}: failpoint {}: left pending", charge.public_id(), kFailpointAfterLookup);
