@@ -435,6 +435,40 @@ TEST_F(ReconcilerE2E, CrashAtItsFailpointLosesNothingAndTheNextRunResolvesOnce) 
   EXPECT_EQ(Field("fp-err-1", "owner_id"), "");  // given back at the end of the run
 }
 
+TEST_F(ReconcilerE2E, TimeBudgetStopsStartingChargesAndGivesTheRestBack) {
+  InsertPending(5, "budget-");
+  for (int i = 1; i <= 5; ++i) CaptureAtAcquirer("budget-" + std::to_string(i));
+  // One charge at a time, each stalled 1 s after its lookup: charges start at about 0 s and 1 s; at 2 s the
+  // 1.5 s budget is spent.
+  const auto run = RunReconciler({{"FAILPOINTS", "reconciler.after_acquirer_lookup=sleep(1000)"},
+                                  {"RECONCILER_CONCURRENCY", "1"},
+                                  {"RECONCILER_TIME_BUDGET", "1500ms"}});
+  EXPECT_EQ(run.process.exit_code, 0) << run.process.out;
+  EXPECT_EQ(run.summary.at("examined").as_int64(), 2);
+  EXPECT_EQ(run.summary.at("captured").as_int64(), 2);
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(idempotency_key || ':' || status, ',' ORDER BY created_at) FROM charges"),
+            "budget-1:captured,budget-2:captured,budget-3:pending,budget-4:pending,budget-5:pending");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE owner_id IS NOT NULL"), "0");  // given back at once
+  EXPECT_EQ(RunReconciler().summary.at("captured").as_int64(), 3);
+}
+
+TEST_F(ReconcilerE2E, SigtermFinishesTheChargeInProgressAndGivesTheRestBack) {
+  InsertPending(5, "term-");
+  for (int i = 1; i <= 5; ++i) CaptureAtAcquirer("term-" + std::to_string(i));
+  ChildProcess reconciler({RECONCILER_BIN}, ReconcilerEnv({{"FAILPOINTS", "reconciler.after_acquirer_lookup=sleep(1500)"},
+                                                          {"RECONCILER_CONCURRENCY", "1"}}));
+  ASSERT_TRUE(Eventually([&] {
+    return db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'reconciler'") == "1";
+  }));
+  reconciler.Signal(SIGTERM);
+  const auto result = reconciler.Wait(20s);
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  const auto summary = SummaryOf(result.out);
+  EXPECT_EQ(summary.at("examined").as_int64(), 1);
+  EXPECT_EQ(summary.at("captured").as_int64(), 1);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE status = 'pending' AND owner_id IS NULL"), "4");
+}
+
 TEST_F(ReconcilerE2E, ChargeApiTakeoverWhileTheReconcilerStallsExactlyOneWins) {
   auto api = StartChargeApi({{"FAILPOINTS", "charge.after_acquirer_response=crash"}});
   {
