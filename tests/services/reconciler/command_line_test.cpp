@@ -22,7 +22,7 @@ std::string Rfc(std::string_view text) {
   return t ? util::FormatRfc3339(*t) + "/" + std::to_string(util::ToUnixMicros(*t) % 1000000) : "invalid";
 }
 
-TEST(Rfc3339, ParsesUtcOffsetsAndFractions) {
+TEST(ReconcilerRfc3339, ParsesUtcOffsetsAndFractions) {
   EXPECT_EQ(Rfc("2026-11-30T02:00:00Z"), "2026-11-30T02:00:00.000Z/0");
   EXPECT_EQ(Rfc("2026-11-29T23:00:00-03:00"), "2026-11-30T02:00:00.000Z/0");
   EXPECT_EQ(Rfc("2026-11-30T05:30:00+03:30"), "2026-11-30T02:00:00.000Z/0");
@@ -35,7 +35,7 @@ TEST(Rfc3339, ParsesUtcOffsetsAndFractions) {
   }
 }
 
-TEST(CommandLineTest, SweepIsTheDefaultAndWindowNeedsItsBounds) {
+TEST(ReconcilerCommandLineTest, SweepIsTheDefaultAndWindowNeedsItsBounds) {
   auto cl = ParseCommandLine({});
   EXPECT_EQ(cl.command, CommandLine::Command::kSweep);
   cl = ParseCommandLine({"--config", "/etc/r.yaml", "sweep"});
@@ -119,7 +119,7 @@ TEST(ReconcilerConfigTest, InconsistentValuesNameTheirKey) {
   EXPECT_EQ(key_of({}, "database:\n  url: postgresql://in-a-file\n"), "database.url");
 }
 
-TEST(Pushgateway, UrlParsing) {
+TEST(ReconcilerPushgateway, UrlParsing) {
   const auto a = ParsePushgatewayUrl("http://pushgateway.monitoring:9091");
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(a->host, "http://pushgateway.monitoring");
@@ -130,7 +130,7 @@ TEST(Pushgateway, UrlParsing) {
   }
 }
 
-TEST(RunSummaryTest, OneJsonLineWithEveryFigure) {
+TEST(ReconcilerRunSummaryTest, OneJsonLineWithEveryFigure) {
   RunSummary s;
   s.examined = 7;
   s.captured = 3;

@@ -39,14 +39,14 @@ LookupFacts Facts(OutcomeKind kind) {
   return f;
 }
 
-class DecisionTest : public ::testing::Test {
+class ReconcilerDecisionTest : public ::testing::Test {
  protected:
   Decision Decide(const LookupFacts& facts) { return DecideAfterLookup(facts, options_, random_); }
   DecisionOptions options_;
   FixedRandom random_{0.5};
 };
 
-TEST_F(DecisionTest, MatchingCaptureIsCapturedWithItsRemoteId) {
+TEST_F(ReconcilerDecisionTest, MatchingCaptureIsCapturedWithItsRemoteId) {
   const auto d = Decide(Facts(OutcomeKind::kCaptured));
   ASSERT_EQ(d.step, Step::kResolve);
   EXPECT_EQ(d.transition.to, ChargeStatus::kCaptured);
@@ -55,7 +55,7 @@ TEST_F(DecisionTest, MatchingCaptureIsCapturedWithItsRemoteId) {
   EXPECT_FALSE(d.error);
 }
 
-TEST_F(DecisionTest, MismatchIsNeedsReviewNeverAFixEvenBeforeTheDeadline) {
+TEST_F(ReconcilerDecisionTest, MismatchIsNeedsReviewNeverAFixEvenBeforeTheDeadline) {
   const auto d = Decide(Facts(OutcomeKind::kMismatch));
   ASSERT_EQ(d.step, Step::kResolve);
   EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
@@ -63,7 +63,7 @@ TEST_F(DecisionTest, MismatchIsNeedsReviewNeverAFixEvenBeforeTheDeadline) {
   EXPECT_EQ(d.transition.acquirer_capture_id, "cap_1");
 }
 
-TEST_F(DecisionTest, MatchingCapturePastTheDeadlineIsVoided) {
+TEST_F(ReconcilerDecisionTest, MatchingCapturePastTheDeadlineIsVoided) {
   auto facts = Facts(OutcomeKind::kCaptured);
   facts.past_deadline = true;
   const auto d = Decide(facts);
@@ -71,7 +71,7 @@ TEST_F(DecisionTest, MatchingCapturePastTheDeadlineIsVoided) {
   EXPECT_EQ(d.capture_id, "cap_1");
 }
 
-TEST_F(DecisionTest, VoidedCaptureIsCanceledPastTheDeadlineAndNeedsReviewBefore) {
+TEST_F(ReconcilerDecisionTest, VoidedCaptureIsCanceledPastTheDeadlineAndNeedsReviewBefore) {
   auto facts = Facts(OutcomeKind::kCaptured);
   facts.capture = Capture(acquirer::CaptureStatus::kVoided);
   facts.past_deadline = true;
@@ -85,7 +85,7 @@ TEST_F(DecisionTest, VoidedCaptureIsCanceledPastTheDeadlineAndNeedsReviewBefore)
   EXPECT_EQ(d.transition.failure_reason, std::string(kReasonCaptureVoided));
 }
 
-TEST_F(DecisionTest, FirstNotFoundNeverFailsAndLooksAgainWhenTheWindowHasPassed) {
+TEST_F(ReconcilerDecisionTest, FirstNotFoundNeverFailsAndLooksAgainWhenTheWindowHasPassed) {
   auto facts = Facts(OutcomeKind::kNotFound);
   facts.not_found_looks = 1;
   facts.first_not_found_at = kNow;
@@ -95,7 +95,7 @@ TEST_F(DecisionTest, FirstNotFoundNeverFailsAndLooksAgainWhenTheWindowHasPassed)
   EXPECT_FALSE(d.error);
 }
 
-TEST_F(DecisionTest, ManyLooksWithinTheWindowStillNeverFail) {
+TEST_F(ReconcilerDecisionTest, ManyLooksWithinTheWindowStillNeverFail) {
   auto facts = Facts(OutcomeKind::kNotFound);
   facts.not_found_looks = 10;
   facts.first_not_found_at = kNow - 4min;
@@ -105,14 +105,14 @@ TEST_F(DecisionTest, ManyLooksWithinTheWindowStillNeverFail) {
   EXPECT_EQ(d.defer, 1min);  // the rest of the window
 }
 
-TEST_F(DecisionTest, OneLookPastTheWindowIsNotEnough) {
+TEST_F(ReconcilerDecisionTest, OneLookPastTheWindowIsNotEnough) {
   auto facts = Facts(OutcomeKind::kNotFound);
   facts.not_found_looks = 1;
   facts.first_not_found_at = kNow - 10min;
   EXPECT_EQ(Decide(facts).step, Step::kDefer);
 }
 
-TEST_F(DecisionTest, RepeatedNotFoundPastTheWindowFailsAsNotCapturedByDefault) {
+TEST_F(ReconcilerDecisionTest, RepeatedNotFoundPastTheWindowFailsAsNotCapturedByDefault) {
   auto facts = Facts(OutcomeKind::kNotFound);
   facts.not_found_looks = 2;
   facts.first_not_found_at = kNow - 5min;
@@ -123,7 +123,7 @@ TEST_F(DecisionTest, RepeatedNotFoundPastTheWindowFailsAsNotCapturedByDefault) {
   EXPECT_FALSE(d.transition.decline_code.has_value());
 }
 
-TEST_F(DecisionTest, RepeatedNotFoundPastTheWindowResubmitsUnderThatPolicyButNeverPastTheDeadline) {
+TEST_F(ReconcilerDecisionTest, RepeatedNotFoundPastTheWindowResubmitsUnderThatPolicyButNeverPastTheDeadline) {
   options_.not_found_policy = NotFoundPolicy::kResubmit;
   auto facts = Facts(OutcomeKind::kNotFound);
   facts.not_found_looks = 3;
@@ -136,7 +136,7 @@ TEST_F(DecisionTest, RepeatedNotFoundPastTheWindowResubmitsUnderThatPolicyButNev
   EXPECT_EQ(d.transition.failure_reason, std::string(kReasonNotCaptured));
 }
 
-TEST_F(DecisionTest, InconclusiveNotFoundPastTheDeadlineNeedsReview) {
+TEST_F(ReconcilerDecisionTest, InconclusiveNotFoundPastTheDeadlineNeedsReview) {
   auto facts = Facts(OutcomeKind::kNotFound);
   facts.not_found_looks = 1;
   facts.first_not_found_at = kNow;
@@ -147,7 +147,7 @@ TEST_F(DecisionTest, InconclusiveNotFoundPastTheDeadlineNeedsReview) {
   EXPECT_EQ(d.transition.failure_reason, std::string(kReasonDeadlineUnconfirmed));
 }
 
-TEST_F(DecisionTest, EveryUnansweredLookupStaysPendingWithBackoffAndCountsAsAnError) {
+TEST_F(ReconcilerDecisionTest, EveryUnansweredLookupStaysPendingWithBackoffAndCountsAsAnError) {
   for (const auto kind : {OutcomeKind::kNotSent, OutcomeKind::kTimedOut, OutcomeKind::kConnectionDropped,
                           OutcomeKind::kServerError, OutcomeKind::kUnavailable, OutcomeKind::kThrottled,
                           OutcomeKind::kInFlight, OutcomeKind::kUntrustedResponse, OutcomeKind::kContractError,
@@ -166,13 +166,13 @@ TEST_F(DecisionTest, EveryUnansweredLookupStaysPendingWithBackoffAndCountsAsAnEr
   }
 }
 
-TEST_F(DecisionTest, ACaptureKindWithoutItsCaptureIsNotTakenAtItsWord) {
+TEST_F(ReconcilerDecisionTest, ACaptureKindWithoutItsCaptureIsNotTakenAtItsWord) {
   auto facts = Facts(OutcomeKind::kCaptured);
   facts.capture.reset();
   EXPECT_EQ(Decide(facts).step, Step::kDefer);
 }
 
-TEST_F(DecisionTest, BackoffIsExponentialCappedWithEqualJitter) {
+TEST_F(ReconcilerDecisionTest, BackoffIsExponentialCappedWithEqualJitter) {
   FixedRandom low(0.0), high(0.999999);
   EXPECT_EQ(NextCheckDelay(0, options_, low), 15s);
   EXPECT_EQ(NextCheckDelay(0, options_, high), 29999ms);
@@ -183,7 +183,7 @@ TEST_F(DecisionTest, BackoffIsExponentialCappedWithEqualJitter) {
   EXPECT_EQ(NextCheckDelay(-1, options_, low), 15s);
 }
 
-TEST_F(DecisionTest, ResubmitOutcomes) {
+TEST_F(ReconcilerDecisionTest, ResubmitOutcomes) {
   ResubmitFacts f;
   f.kind = OutcomeKind::kCaptured;
   f.capture = Capture();
@@ -211,7 +211,7 @@ TEST_F(DecisionTest, ResubmitOutcomes) {
   EXPECT_TRUE(d.error);
 }
 
-TEST_F(DecisionTest, VoidConfirmedIsCanceledAnythingElseNeedsReview) {
+TEST_F(ReconcilerDecisionTest, VoidConfirmedIsCanceledAnythingElseNeedsReview) {
   auto d = DecideAfterVoid(OutcomeKind::kVoided, "cap_9");
   EXPECT_EQ(d.transition.to, ChargeStatus::kCanceled);
   EXPECT_EQ(d.transition.acquirer_capture_id, "cap_9");

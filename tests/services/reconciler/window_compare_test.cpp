@@ -51,7 +51,7 @@ std::vector<std::string> Kinds(const WindowComparison& w) {
   return kinds;
 }
 
-TEST(WindowCompare, AgreeingSidesHaveNoDiscrepancy) {
+TEST(ReconcilerWindowCompare, AgreeingSidesHaveNoDiscrepancy) {
   const auto a = Charge(1, ChargeStatus::kCaptured, "cap_1");
   const auto b = Charge(2, ChargeStatus::kCaptured);  // captured by the reconciler before ids were recorded
   const auto c = Charge(3, ChargeStatus::kCanceled, "cap_3");
@@ -66,7 +66,7 @@ TEST(WindowCompare, AgreeingSidesHaveNoDiscrepancy) {
   EXPECT_TRUE(w.unlisted.empty());
 }
 
-TEST(WindowCompare, EachKindOfDiscrepancyIsFound) {
+TEST(ReconcilerWindowCompare, EachKindOfDiscrepancyIsFound) {
   const auto amount = Charge(1, ChargeStatus::kCaptured, "cap_1");
   const auto currency = Charge(2, ChargeStatus::kCaptured);
   const auto failed = Charge(3, ChargeStatus::kFailed);
@@ -96,7 +96,7 @@ TEST(WindowCompare, EachKindOfDiscrepancyIsFound) {
   EXPECT_EQ(w.unlisted[0].id, unlisted.id);
 }
 
-TEST(WindowCompare, ACaptureUnderAnotherKeyForOurChargeIsAMismatch) {
+TEST(ReconcilerWindowCompare, ACaptureUnderAnotherKeyForOurChargeIsAMismatch) {
   const auto ours = Charge(1, ChargeStatus::kCaptured, "cap_1");
   auto capture = CaptureOf(ours, "cap_1");
   capture.idempotency_key = "someone-else:key";
@@ -104,7 +104,7 @@ TEST(WindowCompare, ACaptureUnderAnotherKeyForOurChargeIsAMismatch) {
   EXPECT_THAT(Kinds(w), ElementsAre("mismatch:idempotency_key"));
 }
 
-TEST(WindowCompare, PendingAndInReviewChargesAreNotStatusContradictions) {
+TEST(ReconcilerWindowCompare, PendingAndInReviewChargesAreNotStatusContradictions) {
   const auto pending = Charge(1, ChargeStatus::kPending);
   const auto review = Charge(2, ChargeStatus::kNeedsReview);
   auto pending_capture = CaptureOf(pending, "cap_1");
@@ -114,7 +114,7 @@ TEST(WindowCompare, PendingAndInReviewChargesAreNotStatusContradictions) {
   EXPECT_EQ(w.matched, 1);
 }
 
-TEST(WindowCompare, DiscrepancyJsonCarriesBothSides) {
+TEST(ReconcilerWindowCompare, DiscrepancyJsonCarriesBothSides) {
   const auto ours = Charge(1, ChargeStatus::kCaptured, "cap_1");
   auto capture = CaptureOf(ours, "cap_1");
   capture.amount = 5;
