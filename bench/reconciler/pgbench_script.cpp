@@ -30,14 +30,13 @@ std::string Substitute(const std::string& sql, const std::map<int, std::string>&
 int main() {
   std::map<std::string, std::string> sql;
   for (const auto& s : charge_outbox::charges::PgReconciliationStoreStatements()) sql[s.name] = s.sql;
-  // reconciler_claim_due: grace (ms), cursor created_at, cursor id, limit, owner, lease (ms).
+  // reconciler_claim_due: grace (ms), cursor created_at, limit, owner, lease (ms).
   const std::map<int, std::string> claim_params = {
       {1, ":grace_ms"},
       {2, "(to_timestamp(:base_us / 1000000.0) + :k * interval '1 microsecond')::text"},
-      {3, "'00000000-0000-0000-0000-000000000000'"},
-      {4, ":limit"},
-      {5, "'reconciler/pgbench'"},
-      {6, ":lease_ms"}};
+      {3, ":limit"},
+      {4, "'reconciler/pgbench'"},
+      {5, ":lease_ms"}};
   std::cout << "\\set k random(0, :n)\n";
   std::cout << Substitute(sql.at("reconciler_claim_due"), claim_params) << ";\n";
   return 0;

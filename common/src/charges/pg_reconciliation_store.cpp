@@ -32,11 +32,13 @@ constexpr const char* kFindByIds = "reconciler_find_by_ids";
 constexpr const char* kFlagForReview = "reconciler_flag_for_review";
 
 const std::pair<const char*, const char*> kStatements[] = {
-    // $1 grace (ms), $2/$3 the cursor (created_at text, id), $4 limit, $5 owner, $6 lease (ms).
+    // $1 grace (ms), $2 the cursor (created_at text), $3 limit, $4 owner, $5 lease (ms).
     // The row locks of FOR UPDATE SKIP LOCKED last only as long as this statement: they keep two
     // overlapping claims off the same rows, and the lease written here keeps them off afterwards (a row
     // whose lease a concurrent claim just committed fails the lease test when it is re-checked).
-    // Keyset order on (created_at, id) walks the partial index charges_pending_created once per run.
+    // Ordered by created_at alone, so the partial index charges_pending_created returns rows in order and
+    // the scan stops at the limit (no sort). The cursor is inclusive: charges sharing the cursor's
+    // timestamp that this run already claimed, put off or resolved fail the other tests.
     {kClaimDue,
      "WITH due AS ("
      "  SELECT id FROM charges"
@@ -44,12 +46,12 @@ const std::pair<const char*, const char*> kStatements[] = {
      "    AND created_at < now() - $1::bigint * interval '1 millisecond'"
      "    AND (next_check_at IS NULL OR next_check_at <= now())"
      "    AND (lease_expires_at IS NULL OR lease_expires_at <= now())"
-     "    AND created_at >= $2::timestamptz AND (created_at > $2::timestamptz OR id > $3::uuid)"
-     "  ORDER BY created_at, id"
-     "  LIMIT $4"
+     "    AND created_at >= $2::timestamptz"
+     "  ORDER BY created_at"
+     "  LIMIT $3"
      "  FOR UPDATE SKIP LOCKED"
      "), claimed AS ("
-     "  UPDATE charges c SET owner_id = $5, lease_expires_at = now() + $6::bigint * interval '1 millisecond'"
+     "  UPDATE charges c SET owner_id = $4, lease_expires_at = now() + $5::bigint * interval '1 millisecond'"
      "  FROM due WHERE c.id = due.id"
      "  RETURNING c.*"
      ") SELECT " RECONCILER_CHARGE_COLUMNS ", c.check_count, c.created_at::text"
@@ -170,13 +172,11 @@ class PgReconciliationStore final : public ReconciliationStore {
   explicit PgReconciliationStore(db::Database& database) : pool_(database.pool()) {}
 
   asio::awaitable<DbResult<ClaimBatch>> ClaimDue(const ClaimRequest& request) override {
-    // Before any charge: -infinity and the nil uuid.
-    const std::string after_created = request.after ? request.after->created_at : "-infinity";
-    const std::string after_id = request.after ? request.after->id : "00000000-0000-0000-0000-000000000000";
+    const std::string after = request.after ? request.after->created_at : "-infinity";
     co_return co_await RunJob<ClaimBatch>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kClaimDue, Millis(request.grace), after_created, after_id, request.limit,
-                                      request.owner_id, Millis(request.lease));
+      const auto r = tx.exec_prepared(kClaimDue, Millis(request.grace), after, request.limit, request.owner_id,
+                                      Millis(request.lease));
       ClaimBatch batch;
       batch.charges.reserve(r.size());
       for (const auto& row : r) {
@@ -187,7 +187,7 @@ class PgReconciliationStore final : public ReconciliationStore {
       }
       if (!r.empty()) {
         const auto& last = r[r.size() - 1];
-        batch.next = SweepCursor{last[kChargeColumns + 1].as<std::string>(), last[0].as<std::string>()};
+        batch.next = SweepCursor{last[kChargeColumns + 1].as<std::string>()};
       }
       return batch;
     });

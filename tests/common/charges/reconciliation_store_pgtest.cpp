@@ -115,7 +115,9 @@ TEST_F(ReconciliationStoreTest, ClaimTakesOnlyDueUnleasedPendingChargesOlderThan
   // The live charge-api lease is untouched.
   EXPECT_EQ(db_->Scalar("SELECT owner_id FROM charges WHERE idempotency_key = 'key-4'"), "charge-api/r1");
   ASSERT_TRUE(batch.next.has_value());
-  EXPECT_EQ(batch.next->id, IdOf("key-5"));
+  EXPECT_EQ(db_->Scalar("SELECT '" + batch.next->created_at + "'::timestamptz = created_at FROM charges"
+                        " WHERE idempotency_key = 'key-5'"),
+            "t");
   EXPECT_EQ(batch.charges[0].charge.amount, 1000);
   EXPECT_EQ(batch.charges[0].charge.payment_method, "pm_tok_visa");
   EXPECT_EQ(batch.charges[0].charge.status, ChargeStatus::kPending);
@@ -126,6 +128,7 @@ TEST_F(ReconciliationStoreTest, ClaimTakesOnlyDueUnleasedPendingChargesOlderThan
 }
 
 TEST_F(ReconciliationStoreTest, CursorWalksOnwardEvenWithEqualCreationTimes) {
+  // Charges sharing the cursor's timestamp are read again, and those this run already holds are skipped.
   InsertPending(5);
   db_->Execute("UPDATE charges SET created_at = now() - interval '1 hour'");  // all equal: the id breaks ties
   const auto first = Claim("r", 2);
@@ -140,8 +143,6 @@ TEST_F(ReconciliationStoreTest, CursorWalksOnwardEvenWithEqualCreationTimes) {
     for (const auto& c : b->charges) all.insert(c.charge.id);
   }
   EXPECT_EQ(all.size(), 5u);
-  EXPECT_LT(first.charges[0].charge.id, first.charges[1].charge.id);
-  EXPECT_LT(first.charges[1].charge.id, second.charges[0].charge.id);
 }
 
 TEST_F(ReconciliationStoreTest, OverlappingClaimersNeverTakeTheSameCharge) {

@@ -32,12 +32,11 @@
 
 namespace charge_outbox::charges {
 
-// Where a sweep is in the pending index: the (created_at, id) of the last charge it claimed. Keyset
+// Where a sweep is in the pending index: the created_at of the last charge it claimed. Keyset
 // pagination, so one run walks the pending charges once, oldest first, and never re-reads the ones it has
 // already put off (their next check is in the future) on every batch.
 struct SweepCursor {
   std::string created_at;  // exactly as the database printed it, so it reads back to the same microsecond
-  std::string id;          // uuid
 };
 
 struct ClaimRequest {
@@ -45,7 +44,7 @@ struct ClaimRequest {
   std::chrono::milliseconds lease{0};    // how long the claim keeps charge-api and other runs away
   std::chrono::milliseconds grace{0};    // only charges older than this
   int limit = 100;                       // at most this many
-  std::optional<SweepCursor> after;      // only charges after this position; nullopt: from the oldest
+  std::optional<SweepCursor> after;      // only charges from this position on; nullopt: from the oldest
 };
 
 // A pending charge this run now owns until its lease expires.
@@ -71,7 +70,7 @@ class ReconciliationStore {
   virtual ~ReconciliationStore() = default;
 
   // Claims up to `limit` pending charges older than the grace period whose next check is due and that
-  // nobody holds a live lease on, oldest first after `after`, and leases them to `owner_id`.
+  // nobody holds a live lease on, oldest first from `after`, and leases them to `owner_id`.
   virtual boost::asio::awaitable<db::DbResult<ClaimBatch>> ClaimDue(const ClaimRequest& request) = 0;
 
   // Extends the lease if `owner_id` still holds the charge and it is still pending; false otherwise (it
