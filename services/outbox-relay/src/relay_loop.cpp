@@ -170,6 +170,7 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
   messages.reserve(batch.size());
   for (const auto& event : batch) messages.push_back(ToMessage(event, options_.cloudevents_source));
 
+  spdlog::debug("publishing a batch of {} events", batch.size());
   const auto results = publisher_.PublishBatch(messages, stop);
 
   if (failpoints::Hit("relay.after_publish_before_mark")) {
@@ -223,7 +224,12 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
   if (parked > 0) probe_.OnParked(parked);
   if (retriable > 0) {
     probe_.OnRetriableErrors(retriable);
-    if (!stop.load()) spdlog::warn("{} of {} events not delivered, sending again: {}", retriable, batch.size(), first_error);
+    if (stop.load()) {
+      spdlog::info("stopping: abandoned {} of {} events without a success report; they stay unpublished", retriable,
+                   batch.size());
+    } else {
+      spdlog::warn("{} of {} events not delivered, sending again: {}", retriable, batch.size(), first_error);
+    }
   }
   probe_.OnBatch(Clock::now() - started, batch.size());
   if (fatal) return BatchOutcome::kFatal;

@@ -78,6 +78,21 @@ TEST_F(OutboxRelayE2E, EveryEventArrivesWithItsKeyValueAndCloudEventsHeaders) {
   EXPECT_EQ(exit.exit_code, 0) << exit.out;
 }
 
+TEST_F(OutboxRelayE2E, SigtermDuringABatchAbandonsItWithoutMarkingAnything) {
+  const auto written = WriteChargeEvents(db().url(), 5, 1);
+  // No broker answers: the batch waits for delivery reports that never come.
+  auto relay = fixture_->StartRelay({{"KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1"},
+                                     {"KAFKA_CREATE_TOPIC", "false"},
+                                     {"LOG_LEVEL", "debug"}});
+  ASSERT_TRUE(Eventually([&] { return relay->Output().find("publishing a batch of") != std::string::npos; }, 20s))
+      << relay->Output();
+  relay->process().Signal(SIGTERM);
+  const auto exit = relay->process().Wait(15s);
+  EXPECT_EQ(exit.exit_code, 0) << exit.out;
+  EXPECT_THAT(exit.out, HasSubstr("abandoned 5 of 5 events without a success report"));
+  EXPECT_EQ(Unpublished(db()), static_cast<std::int64_t>(written.size()));
+}
+
 TEST_F(OutboxRelayE2E, TheInsertNotificationDeliversWithin100msAtIdle) {
   // Polling and rebalancing every minute: only the notification can make an event go out quickly.
   auto relay = fixture_->StartRelay({{"RELAY_POLL_INTERVAL", "60s"}, {"RELAY_REBALANCE_INTERVAL", "60s"}});
