@@ -23,12 +23,17 @@ free_port() {
 # True if the pid file names a live process.
 pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-# Stops the process named by a pid file: SIGTERM, up to `timeout` seconds, then SIGKILL.
+# Stops the process named by a pid file: SIGTERM, up to `timeout` seconds, then SIGKILL. A process that
+# start_daemon started leads its own process group, so the group is signalled too: a timer loop's
+# running child stops with it.
 stop_pid_file() {
   local pid_file=$1 timeout=${2:-20} pid
   [[ -f $pid_file ]] || return 0
   pid=$(cat "$pid_file")
   if kill -0 "$pid" 2>/dev/null; then
+    if [[ $(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ') == "$pid" ]]; then
+      kill -TERM -- "-$pid" 2>/dev/null || true
+    fi
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 $((timeout * 10))); do
       kill -0 "$pid" 2>/dev/null || break
@@ -36,7 +41,7 @@ stop_pid_file() {
     done
     if kill -0 "$pid" 2>/dev/null; then
       say "pid $pid did not stop within ${timeout}s; killing it"
-      kill -KILL "$pid" 2>/dev/null || true
+      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
     fi
   fi
   rm -f "$pid_file"
