@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   reconciler::ReconcilerApp app(std::move(config));
   switch (command.command) {
     case reconciler::CommandLine::Command::kSweep: return app.RunSweep(signals);
-    case reconciler::CommandLine::Command::kWindow: return app.RunWindow(command.from, command.to, command.output, report_fd);
+    case reconciler::CommandLine::Command::kWindow:
+      return app.RunWindow(command.from, command.to, command.output, report_fd);
   }
   return reconciler::kExitRunErrors;
 }

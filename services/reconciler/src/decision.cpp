@@ -30,6 +30,13 @@ Decision Defer(milliseconds delay, bool error, std::string_view why) {
   return d;
 }
 
+// The next look lands just past the deadline at the latest, where the deadline rules take over.
+constexpr milliseconds kPastDeadlineMargin{1000};
+milliseconds CapAtDeadline(milliseconds delay, milliseconds until_deadline) {
+  if (until_deadline < milliseconds{0} || delay <= until_deadline) return delay;
+  return until_deadline + kPastDeadlineMargin;
+}
+
 std::optional<std::string> CaptureId(const std::optional<acquirer::Capture>& capture) {
   return capture ? std::optional(capture->id) : std::nullopt;
 }
@@ -40,7 +47,7 @@ Decision Unanswered(const LookupFacts& facts, const DecisionOptions& options, ac
   if (facts.past_deadline) {
     return Resolve(ChargeStatus::kNeedsReview, "deadline_unconfirmed", std::nullopt, kReasonDeadlineUnconfirmed);
   }
-  return Defer(NextCheckDelay(facts.check_count, options, random), true, why);
+  return Defer(CapAtDeadline(NextCheckDelay(facts.check_count, options, random), facts.until_deadline), true, why);
 }
 
 Decision NotFound(const LookupFacts& facts, const DecisionOptions& options, acquirer::RandomSource& random) {
@@ -64,7 +71,8 @@ Decision NotFound(const LookupFacts& facts, const DecisionOptions& options, acqu
   // Look again once the window has passed since the first look (so the next look can conclude), and never
   // sooner than the backoff.
   const auto window_left = std::max(milliseconds{0}, options.visibility_window - waited);
-  return Defer(std::max(window_left, NextCheckDelay(facts.check_count, options, random)), false, "not_found_yet");
+  const auto delay = std::max(window_left, NextCheckDelay(facts.check_count, options, random));
+  return Defer(CapAtDeadline(delay, facts.until_deadline), false, "not_found_yet");
 }
 
 }  // namespace
@@ -153,9 +161,10 @@ Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& 
     case OutcomeKind::kVoided:
     case OutcomeKind::kPage:
       // Unknown again; the next look asks by key first, and its not-found window restarts from this capture.
-      return Defer(NextCheckDelay(facts.check_count, options, random), true, "resubmit_unknown");
+      break;
   }
-  return Defer(NextCheckDelay(facts.check_count, options, random), true, "resubmit_unknown");
+  return Defer(CapAtDeadline(NextCheckDelay(facts.check_count, options, random), facts.until_deadline), true,
+               "resubmit_unknown");
 }
 
 Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_id) {

@@ -72,6 +72,9 @@ struct LookupFacts {
   std::optional<acquirer::Capture> capture;  // kCaptured, kMismatch
   std::optional<std::string> decline_code;   // kDeclined
   bool past_deadline = false;
+  // Until the deadline (when not past it): a later look is never put off beyond it, so a charge that stays
+  // unresolved is escalated at its deadline, not up to one backoff later.
+  std::chrono::milliseconds until_deadline{std::chrono::milliseconds::max()};
   int check_count = 0;  // earlier looks that left the charge pending
   // kNotFound: not-found looks since the last capture that may have been sent, this one included, and
   // when the first of them started.
@@ -88,6 +91,7 @@ struct ResubmitFacts {
   std::optional<acquirer::Capture> capture;
   std::optional<std::string> decline_code;
   int check_count = 0;
+  std::chrono::milliseconds until_deadline{std::chrono::milliseconds::max()};
 };
 
 Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& options,

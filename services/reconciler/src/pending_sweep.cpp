@@ -160,7 +160,9 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   facts.capture = last.capture;
   facts.decline_code = last.decline_code;
   facts.now = deps_.clock.WallNow();
-  facts.past_deadline = facts.now - charge.created_at >= options_.decision.deadline;
+  const auto age = std::chrono::duration_cast<milliseconds>(facts.now - charge.created_at);
+  facts.past_deadline = age >= options_.decision.deadline;
+  facts.until_deadline = options_.decision.deadline - age;
   facts.check_count = claimed.check_count;
   if (last.kind == OutcomeKind::kNotFound) {
     const auto history_call = [&] { return deps_.store.ReadNotFoundHistory(charge.id); };
@@ -203,7 +205,9 @@ asio::awaitable<void> PendingSweep::Resubmit(const charges::ClaimedCharge& claim
   };
   const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, capture_call);
   const auto& last = run.last();
-  const ResubmitFacts facts{last.kind, last.capture, last.decline_code, claimed.check_count};
+  const auto age = std::chrono::duration_cast<milliseconds>(deps_.clock.WallNow() - charge.created_at);
+  const ResubmitFacts facts{last.kind, last.capture, last.decline_code, claimed.check_count,
+                            options_.decision.deadline - age};
   const auto decision = DecideAfterResubmit(facts, options_.decision, deps_.random);
   spdlog::info("charge {}: not found past the visibility window; resubmitted with the same key: {} -> {}",
                charge.public_id(), acquirer::ToString(last.kind), decision.why);

@@ -129,7 +129,8 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
         if (fields.empty()) {
           ++confirmed_outside;
         } else {
-          comparison.discrepancies.push_back({DiscrepancyKind::kMismatch, last.capture, charge, std::move(fields), false});
+          comparison.discrepancies.push_back(
+              {DiscrepancyKind::kMismatch, last.capture, charge, std::move(fields), false});
         }
         break;
       }
@@ -149,7 +150,8 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
       case OutcomeKind::kUntrustedResponse:
       case OutcomeKind::kContractError:
         ++summary.errors;
-        unverified.push_back(json::object{{"charge_id", charge.public_id()}, {"outcome", acquirer::ToString(last.kind)}});
+        unverified.push_back(
+            json::object{{"charge_id", charge.public_id()}, {"outcome", acquirer::ToString(last.kind)}});
         break;
     }
   }
@@ -204,7 +206,9 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
     case ChargeStatus::kCaptured:
     case ChargeStatus::kFailed:
     case ChargeStatus::kCanceled: {
-      const auto flag_call = [&] { return deps_.store.FlagForReview(charge.id, charge.status, reason, at, traceparent); };
+      const auto flag_call = [&] {
+        return deps_.store.FlagForReview(charge.id, charge.status, reason, at, traceparent);
+      };
       const auto done = co_await WithDbRetries(flag_call);
       if (!done) {
         ++summary.errors;

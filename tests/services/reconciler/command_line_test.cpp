@@ -125,7 +125,8 @@ TEST(ReconcilerPushgateway, UrlParsing) {
   EXPECT_EQ(a->host, "http://pushgateway.monitoring");
   EXPECT_EQ(a->port, "9091");
   EXPECT_EQ(ParsePushgatewayUrl("https://pg:443/")->host, "https://pg");
-  for (const auto* bad : {"pushgateway:9091", "http://pushgateway", "http://pg:0", "http://pg:9091/x", "http://:9091"}) {
+  for (const auto* bad :
+       {"pushgateway:9091", "http://pushgateway", "http://pg:0", "http://pg:9091/x", "http://:9091"}) {
     EXPECT_FALSE(ParsePushgatewayUrl(bad).has_value()) << bad;
   }
 }

@@ -166,6 +166,24 @@ TEST_F(ReconcilerDecisionTest, EveryUnansweredLookupStaysPendingWithBackoffAndCo
   }
 }
 
+TEST_F(ReconcilerDecisionTest, NoLookIsPutOffBeyondTheDeadline) {
+  auto unknown = Facts(OutcomeKind::kTimedOut);
+  unknown.check_count = 2;  // 90 s of backoff
+  unknown.until_deadline = 10s;
+  EXPECT_EQ(Decide(unknown).defer, 11s);  // just past it, where the deadline rules apply
+  auto not_found = Facts(OutcomeKind::kNotFound);
+  not_found.not_found_looks = 1;
+  not_found.first_not_found_at = kNow;
+  not_found.until_deadline = 60s;  // the 5 min window would end after it
+  EXPECT_EQ(Decide(not_found).defer, 61s);
+  not_found.until_deadline = 10min;
+  EXPECT_EQ(Decide(not_found).defer, 5min);
+  ResubmitFacts resubmit;
+  resubmit.kind = OutcomeKind::kTimedOut;
+  resubmit.until_deadline = 3s;
+  EXPECT_EQ(DecideAfterResubmit(resubmit, options_, random_).defer, 4s);
+}
+
 TEST_F(ReconcilerDecisionTest, ACaptureKindWithoutItsCaptureIsNotTakenAtItsWord) {
   auto facts = Facts(OutcomeKind::kCaptured);
   facts.capture.reset();

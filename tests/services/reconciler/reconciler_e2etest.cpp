@@ -122,7 +122,8 @@ class ReconcilerE2E : public ::testing::Test {
         "WITH ins AS ("
         " INSERT INTO charges (id, merchant_id, idempotency_key, request_fingerprint, order_id, amount, currency,"
         "  payment_method, last_sequence, attempt_count, created_at, updated_at)"
-        " SELECT gen_random_uuid(), '" + std::string(kMerchant) + "', '" + prefix + "' || i, sha256(('fp' || i)::bytea),"
+        " SELECT gen_random_uuid(), '" + std::string(kMerchant) + "', '" + prefix + "' || i,"
+        "  sha256(('fp' || i)::bytea),"
         "  'PED-' || i, 1000 + i, 'BRL', '" + payment_method + "', 1, 1,"
         "  now() - interval '" + age + "' + i * interval '1 microsecond',"
         "  now() - interval '" + age + "' + i * interval '1 microsecond'"
@@ -455,8 +456,9 @@ TEST_F(ReconcilerE2E, TimeBudgetStopsStartingChargesAndGivesTheRestBack) {
 TEST_F(ReconcilerE2E, SigtermFinishesTheChargeInProgressAndGivesTheRestBack) {
   InsertPending(5, "term-");
   for (int i = 1; i <= 5; ++i) CaptureAtAcquirer("term-" + std::to_string(i));
-  ChildProcess reconciler({RECONCILER_BIN}, ReconcilerEnv({{"FAILPOINTS", "reconciler.after_acquirer_lookup=sleep(1500)"},
-                                                          {"RECONCILER_CONCURRENCY", "1"}}));
+  ChildProcess reconciler({RECONCILER_BIN},
+                          ReconcilerEnv({{"FAILPOINTS", "reconciler.after_acquirer_lookup=sleep(1500)"},
+                                         {"RECONCILER_CONCURRENCY", "1"}}));
   ASSERT_TRUE(Eventually([&] {
     return db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'reconciler'") == "1";
   }));
