@@ -101,6 +101,7 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
         continue;
       }
       next_rebalance = Clock::now();
+      backoff = options_.retry_backoff;
     }
     if (Clock::now() >= next_rebalance) {
       auto assignment = session_.Rebalance();
