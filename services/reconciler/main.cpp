@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <iostream>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "charge_outbox/log/log.hpp"
 #include "command_line.hpp"
 #include "reconciler_app.hpp"
+#include "run_summary.hpp"
 
 int main(int argc, char** argv) {
   using namespace charge_outbox;
@@ -41,11 +43,15 @@ int main(int argc, char** argv) {
 
   try {
     db::RequireSchemaVersion(config.database_url, db::EmbeddedSchemaVersion());
-  } catch (const db::MigrationError& e) {
-    spdlog::error("{}", e.what());
-    return reconciler::kExitRunErrors;
   } catch (const std::exception& e) {
-    spdlog::error("database unreachable at start: {}", e.what());
+    // Still one summary line, so a log-based alert on failed runs sees this one too.
+    spdlog::error("cannot start: {}", e.what());
+    reconciler::RunSummary failed;
+    failed.mode = command.command == reconciler::CommandLine::Command::kWindow ? reconciler::RunMode::kWindow
+                                                                              : reconciler::RunMode::kSweep;
+    failed.errors = 1;
+    log::Flush();
+    std::fputs(reconciler::SummaryLine(failed, std::chrono::system_clock::now()).c_str(), stdout);
     return reconciler::kExitRunErrors;
   }
 

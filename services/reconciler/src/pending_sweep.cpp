@@ -103,6 +103,10 @@ asio::awaitable<void> PendingSweep::ProcessBatch(std::vector<charges::ClaimedCha
       if (--running == 0) all_done.cancel();
     });
   }
+  // Workers that found nothing to do may have finished inline while being spawned (the executor is this
+  // thread's): then there is nothing to wait for, and the timer would never be cancelled. Otherwise no
+  // completion can run between this test and the wait, since both happen on this thread.
+  if (running == 0) co_return;
   boost::system::error_code ignored;
   co_await all_done.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
 }

@@ -453,6 +453,15 @@ TEST_F(ReconcilerE2E, TimeBudgetStopsStartingChargesAndGivesTheRestBack) {
   EXPECT_EQ(RunReconciler().summary.at("captured").as_int64(), 3);
 }
 
+TEST_F(ReconcilerE2E, ABudgetSpentBeforeTheFirstChargeEndsTheRunAndGivesEverythingBack) {
+  InsertPending(50, "spent-");
+  // 1 ms: spent while the first batch is being claimed (or, on a fast machine, just after a charge or two).
+  const auto run = RunReconciler({{"RECONCILER_TIME_BUDGET", "1ms"}, {"RECONCILER_CONCURRENCY", "4"}});
+  EXPECT_EQ(run.process.exit_code, 0) << run.process.out;
+  EXPECT_LT(run.summary.at("examined").as_int64(), 50);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE owner_id IS NOT NULL"), "0");
+}
+
 TEST_F(ReconcilerE2E, SigtermFinishesTheChargeInProgressAndGivesTheRestBack) {
   InsertPending(5, "term-");
   for (int i = 1; i <= 5; ++i) CaptureAtAcquirer("term-" + std::to_string(i));
