@@ -153,7 +153,8 @@ int ReconcilerApp::RunWindow(std::chrono::system_clock::time_point from, std::ch
   auto& p = *parts_;
   const auto& sweep = p.config.sweep;
   WindowReconciliation window({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock},
-                              {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease});
+                              {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease,
+                               sweep.decision.visibility_window});
   std::optional<WindowResult> result;
   asio::co_spawn(p.io, window.Run(from, to), [&](std::exception_ptr failure, WindowResult r) {
     if (failure) {

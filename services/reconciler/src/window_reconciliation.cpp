@@ -46,6 +46,7 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
     report["errors"] = summary.errors;
   };
   report["window"] = json::object{{"from", util::FormatRfc3339(from)}, {"to", util::FormatRfc3339(to)}};
+  report["settled"] = to + options_.visibility_window <= deps_.clock.WallNow();
 
   // The acquirer's side: every page.
   const acquirer::ListWindow window{from, to, options_.page_limit};

@@ -38,6 +38,9 @@ struct WindowOptions {
   // How long after its creation a charge may still be captured: the business deadline plus the claim
   // lease (work in progress at the deadline). Bounds which of our charges can belong to the window.
   std::chrono::milliseconds capture_horizon{std::chrono::hours{1}};
+  // How long a capture may stay invisible at the acquirer: a window that closed less than this ago is
+  // reported `"settled": false` (a capture missing from it may still appear).
+  std::chrono::milliseconds visibility_window{std::chrono::minutes{5}};
 };
 
 struct WindowResult {

@@ -578,6 +578,7 @@ TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
   const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   const auto report = json::parse(text).as_object();
   EXPECT_TRUE(report.at("complete").as_bool());
+  EXPECT_FALSE(report.at("settled").as_bool());  // it closed less than the visibility window (1 s) ago
   EXPECT_EQ(report.at("acquirer").at("captures").as_int64(), 5);
   EXPECT_EQ(report.at("acquirer").at("pages").as_int64(), 3);
   std::vector<std::string> found;
