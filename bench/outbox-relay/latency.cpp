@@ -8,7 +8,9 @@
 //
 //   outbox_relay_latency DATABASE_URL BOOTSTRAP TOPIC [RATE=1000] [SECONDS=30] [WARMUP_SECONDS=5] [WRITERS=8]
 //
-// Prints every figure, then `RESULT rate=... events=... p50_ms=... p99_ms=... p999_ms=... max_ms=...`.
+// Prints every figure, then `RESULT rate=... events=... p50_ms=... p99_ms=... p999_ms=... max_ms=...` (from
+// the scheduled time), and `COMMIT_TO_CONSUMED ...` (from the moment the writer's commit returned: the
+// relay's and Kafka's share, without the writer's own commit time).
 #include <librdkafka/rdkafka.h>
 
 #include <pqxx/pqxx>
@@ -41,12 +43,13 @@ std::string NewUuid(std::mt19937_64& random) {
   return buf;
 }
 
-// The scheduled time, from the payload text: {"...", "sched_us": 1234, ...}.
-std::int64_t ScheduledMicros(const char* data, std::size_t size) {
+// A number field of the payload text: {"...", "sched_us": 1234, ...}.
+std::int64_t Field(const char* data, std::size_t size, const std::string& name) {
   const std::string text(data, size);
-  const auto at = text.find("\"sched_us\": ");
+  const auto key = "\"" + name + "\": ";
+  const auto at = text.find(key);
   if (at == std::string::npos) return -1;
-  return std::stoll(text.substr(at + 12));
+  return std::stoll(text.substr(at + key.size()));
 }
 
 }  // namespace
@@ -107,6 +110,9 @@ int main(int argc, char** argv) {
   const double interval_us = 1e6 / rate;
   const auto measure_from_us = start_us + static_cast<std::int64_t>(warmup) * 1'000'000;
   std::atomic<std::int64_t> next{0};
+  // When each slot's commit returned. The relay may publish an event before its writer's commit call has
+  // returned, so these are read after the run (and a negative difference counts as 0).
+  std::vector<std::atomic<std::int64_t>> committed_us(static_cast<std::size_t>(total));
   std::atomic<std::int64_t> failures{0};
   std::vector<std::thread> threads;
   for (int w = 0; w < writers; ++w) {
@@ -116,7 +122,7 @@ int main(int argc, char** argv) {
                    "INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard)"
                    " VALUES (gen_random_uuid(), charge_public_id($1::uuid), 'payments.charge.initiated.v1',"
                    "         jsonb_build_object('id', charge_public_id($1::uuid), 'sequence', 1, 'sched_us', $2::bigint,"
-                   "                            'amount', 25000, 'currency', 'BRL', 'status', 'pending'),"
+                   "                            'slot', $3::bigint, 'amount', 25000, 'currency', 'BRL', 'status', 'pending'),"
                    "         1, outbox_shard($1::uuid))");
       std::mt19937_64 random(std::random_device{}() + static_cast<unsigned>(w));
       while (true) {
@@ -127,8 +133,9 @@ int main(int argc, char** argv) {
         if (wait > 0) std::this_thread::sleep_for(std::chrono::microseconds{wait});
         try {
           pqxx::work tx(conn);
-          tx.exec_prepared("ins", NewUuid(random), sched);
+          tx.exec_prepared("ins", NewUuid(random), sched, i);
           tx.commit();
+          committed_us[static_cast<std::size_t>(i)] = NowMicros();
         } catch (const std::exception& e) {
           ++failures;
           std::cerr << "insert failed: " << e.what() << "\n";
@@ -139,6 +146,7 @@ int main(int argc, char** argv) {
 
   std::vector<double> latencies_ms;
   latencies_ms.reserve(static_cast<std::size_t>(rate * seconds) + 16);
+  std::vector<std::pair<std::int64_t, std::int64_t>> consumed_at;  // slot, when consumed
   std::int64_t received = 0;
   const auto end_us = start_us + static_cast<std::int64_t>(seconds + warmup) * 1'000'000;
   // Wait for everything written, plus a grace of 10s for the last ones.
@@ -147,10 +155,13 @@ int main(int argc, char** argv) {
     if (m == nullptr) continue;
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       const auto now = NowMicros();
-      const auto sched = ScheduledMicros(static_cast<const char*>(m->payload), m->len);
+      const auto sched = Field(static_cast<const char*>(m->payload), m->len, "sched_us");
       if (sched >= start_us) {
         ++received;
-        if (sched >= measure_from_us) latencies_ms.push_back(static_cast<double>(now - sched) / 1000.0);
+        if (sched >= measure_from_us) {
+          latencies_ms.push_back(static_cast<double>(now - sched) / 1000.0);
+          consumed_at.emplace_back(Field(static_cast<const char*>(m->payload), m->len, "slot"), now);
+        }
       }
     }
     rd_kafka_message_destroy(m);
@@ -160,18 +171,29 @@ int main(int argc, char** argv) {
   rd_kafka_destroy(consumer);
 
   const auto expected_measured = static_cast<std::size_t>(rate * seconds);
+  std::vector<double> from_commit_ms;
+  for (const auto& [slot, at] : consumed_at) {
+    if (slot >= 0 && slot < total) {
+      from_commit_ms.push_back(std::max(0.0, static_cast<double>(at - committed_us[static_cast<std::size_t>(slot)]) / 1000.0));
+    }
+  }
   std::sort(latencies_ms.begin(), latencies_ms.end());
-  auto pct = [&](double p) {
-    if (latencies_ms.empty()) return -1.0;
-    const auto idx = std::min(latencies_ms.size() - 1, static_cast<std::size_t>(p * static_cast<double>(latencies_ms.size())));
-    return latencies_ms[idx];
+  std::sort(from_commit_ms.begin(), from_commit_ms.end());
+  auto pct_of = [](const std::vector<double>& v, double p) {
+    if (v.empty()) return -1.0;
+    const auto idx = std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())));
+    return v[idx];
   };
+  auto pct = [&](double p) { return pct_of(latencies_ms, p); };
   std::printf("written %lld (insert failures %lld), received %lld; measured %zu of %zu after a %ds warm-up\n",
               static_cast<long long>(total), static_cast<long long>(failures.load()), static_cast<long long>(received),
               latencies_ms.size(), expected_measured, warmup);
   std::printf("RESULT rate=%.0f seconds=%d events=%zu p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f p999_ms=%.1f max_ms=%.1f\n",
               rate, seconds, latencies_ms.size(), pct(0.5), pct(0.9), pct(0.99), pct(0.999),
               latencies_ms.empty() ? -1.0 : latencies_ms.back());
+  std::printf("COMMIT_TO_CONSUMED p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f p999_ms=%.1f max_ms=%.1f\n",
+              pct_of(from_commit_ms, 0.5), pct_of(from_commit_ms, 0.9), pct_of(from_commit_ms, 0.99),
+              pct_of(from_commit_ms, 0.999), from_commit_ms.empty() ? -1.0 : from_commit_ms.back());
   // Events never seen count as failures: a benchmark must not report the speed of losses.
   return (failures.load() == 0 && latencies_ms.size() == expected_measured) ? 0 : 1;
 }

@@ -36,7 +36,8 @@ constexpr PassThrough kPassThrough[] = {
     {"kafka.ssl_endpoint_identification_algorithm", "ssl.endpoint.identification.algorithm", ""},
     {"kafka.client_id", "client.id", "outbox-relay"},
     {"kafka.compression_type", "compression.type", "lz4"},
-    {"kafka.linger_ms", "linger.ms", "5"},
+    // The relay waits for every report of a batch: lingering only delays the last messages of it.
+    {"kafka.linger_ms", "linger.ms", "1"},
     {"kafka.batch_num_messages", "batch.num.messages", "10000"},
     {"kafka.batch_size", "batch.size", "1000000"},
     {"kafka.message_max_bytes", "message.max.bytes", "1000000"},
