@@ -36,8 +36,8 @@ constexpr PassThrough kPassThrough[] = {
     {"kafka.ssl_endpoint_identification_algorithm", "ssl.endpoint.identification.algorithm", ""},
     {"kafka.client_id", "client.id", "outbox-relay"},
     {"kafka.compression_type", "compression.type", "lz4"},
-    // The relay waits for every report of a batch: lingering only delays the last messages of it.
-    {"kafka.linger_ms", "linger.ms", "1"},
+    // Batches the burst of a claim; the publisher's flush sends the tail without waiting for it.
+    {"kafka.linger_ms", "linger.ms", "5"},
     {"kafka.batch_num_messages", "batch.num.messages", "10000"},
     {"kafka.batch_size", "batch.size", "1000000"},
     {"kafka.message_max_bytes", "message.max.bytes", "1000000"},
