@@ -39,6 +39,8 @@ const std::pair<const char*, const char*> kRelayStatements[] = {
     // searches partitions up to an hour past this event's own created_at: an earlier event of a charge
     // is committed before the next one is inserted, so it cannot have been created later than that
     // unless the later event's transaction had been open for over an hour (docs: "The claim query").
+    // Likewise nothing committed can be created in the future: the partitions made ahead are skipped
+    // (an idle claim of 256 shards: 0.87 -> 0.30 ms).
     {kClaim,
      "SELECT c.id::text, c.aggregateid, c.type, c.payload::text, c.sequence, c.shard, c.position,"
      "       COALESCE(c.traceparent, ''), rfc3339(c.created_at), c.created_at::text"
@@ -46,6 +48,7 @@ const std::pair<const char*, const char*> kRelayStatements[] = {
      " CROSS JOIN LATERAL ("
      "   SELECT o.* FROM outbox o"
      "   WHERE o.shard = s.shard AND o.published_at IS NULL AND o.parked_at IS NULL"
+     "     AND o.created_at < now() + interval '1 hour'"
      "     AND (o.sequence = 1 OR NOT EXISTS ("
      "           SELECT 1 FROM outbox e WHERE e.aggregateid = o.aggregateid AND e.published_at IS NULL"
      "             AND e.sequence < o.sequence AND e.created_at < o.created_at + interval '1 hour'))"

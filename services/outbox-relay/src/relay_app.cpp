@@ -28,6 +28,7 @@ RelayLoopOptions LoopOptions(const RelayConfig& c, int worker) {
   return {.worker = worker,
           .batch_size = c.batch_size,
           .poll_interval = c.poll_interval,
+          .wake_delay = c.wake_delay,
           .rebalance_interval = c.rebalance_interval,
           .retry_backoff = c.retry_backoff,
           .max_retry_backoff = c.max_retry_backoff,

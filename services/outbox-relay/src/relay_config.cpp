@@ -86,6 +86,8 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   c.workers = static_cast<int>(r.Integer("relay.workers", 1, 1, 64));
   c.batch_size = static_cast<int>(r.Integer("relay.batch_size", 1000, 1, 100'000));
   c.poll_interval = r.Duration("relay.poll_interval", seconds{1}, milliseconds{10}, std::chrono::minutes{10});
+  // Latency traded for write-path cost: see docs/outbox-relay.md, "Latency".
+  c.wake_delay = r.Duration("relay.wake_delay", milliseconds{5}, milliseconds{0}, seconds{1});
   c.rebalance_interval = r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});
   c.retry_backoff = r.Duration("relay.retry_backoff", milliseconds{200}, milliseconds{1}, std::chrono::minutes{1});
   c.max_retry_backoff = r.Duration("relay.max_retry_backoff", seconds{5}, c.retry_backoff, std::chrono::minutes{10});

@@ -139,7 +139,18 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
           std::chrono::duration_cast<milliseconds>(next_rebalance - Clock::now()) + milliseconds{1};
       auto wait = std::clamp(until_rebalance, milliseconds{1}, options_.poll_interval);
       if (armed->pending > 0) wait = std::min(wait, kArmRetry);
-      if (auto waited = session_.WaitForInsert(wait); !waited) failed("waiting for notifications", waited.error());
+      auto waited = session_.WaitForInsert(wait);
+      if (!waited) {
+        failed("waiting for notifications", waited.error());
+      } else if (*waited && options_.wake_delay.count() > 0) {
+        // Woken by a writer: silence the other writers first (each NOTIFY serialises a commit), then let a
+        // few more events gather, so that a steady trickle makes fewer, fuller batches and fewer NOTIFYs.
+        if (auto disarmed = session_.DisarmWakeups(); !disarmed) {
+          failed("disarming wake-ups", disarmed.error());
+          continue;
+        }
+        SleepUnless(stop, options_.wake_delay);
+      }
       continue;
     }
     // Busy: writers need not notify until we sleep again.

@@ -21,6 +21,7 @@ struct RelayLoopOptions {
   int worker = 0;  // this loop's index in the process (for logs and the owned-shards gauge)
   int batch_size = 1000;
   std::chrono::milliseconds poll_interval{1000};
+  std::chrono::milliseconds wake_delay{0};  // after a notification, before claiming
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds retry_backoff{200};
   std::chrono::milliseconds max_retry_backoff{5000};
