@@ -10,7 +10,8 @@ _pg_as_owner() {
 
 # pg_start STATE_DIR PORT [fast]
 # `fast` turns off fsync for throwaway test clusters: a process crash loses nothing without it, only
-# an OS crash would, and tests never survive one anyway.
+# an OS crash would, and tests never survive one anyway. PG_EXTRA_SETTINGS (postgresql.conf lines) is
+# appended last: the benchmarks use it to run a tuned, still durable, server.
 pg_start() {
   local state=$1 port=$2 mode=${3:-durable}
   local dir=$state/postgres data=$state/postgres/data
@@ -34,6 +35,7 @@ pg_start() {
       echo "full_page_writes = off"
       echo "synchronous_commit = off"
     fi
+    if [[ -n ${PG_EXTRA_SETTINGS:-} ]]; then printf '%s\n' "$PG_EXTRA_SETTINGS"; fi
   } >"$data/postgresql.auto.conf"
   _pg_as_owner "$PG_BIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
     { tail -n 20 "$dir/server.log" >&2; die "PostgreSQL did not start (log: $dir/server.log)"; }

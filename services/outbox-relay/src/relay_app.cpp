@@ -20,6 +20,11 @@ namespace {
 namespace bhttp = boost::beast::http;
 using Status = http::Status;
 
+// How long a worker waits for the others to join before taking shards (see Parts::Join).
+constexpr std::chrono::seconds kJoinWait{5};
+// The backlog gauges wait at least this many times as long as counting took (see Parts::Background).
+constexpr int kCountingBudget = 20;
+
 kafka::RdKafkaOptions PublisherOptions(const RelayConfig& c) {
   return {.bootstrap_servers = c.kafka_bootstrap_servers, .topic = c.kafka_topic, .properties = c.kafka_properties};
 }
@@ -101,6 +106,21 @@ struct RelayApp::Parts {
     co_return reply;
   }
 
+  // Every worker becomes a member (opens its session) before any of them takes shards, so that the first
+  // rebalance already shares the shards among all of this process's workers instead of the first one
+  // taking all 256 and handing them over during the next rebalances. A session that cannot open now is
+  // opened by its loop, which retries; the wait is bounded for that case.
+  void Join(outbox::RelaySession& session) {
+    if (auto opened = session.Open(); !opened) {
+      spdlog::warn("opening a relay session failed ({}); the worker keeps trying", opened.error().detail);
+    }
+    std::unique_lock lock(mutex);
+    ++joined;
+    joins.notify_all();
+    joins.wait_for(lock, kJoinWait,
+                   [this] { return joined >= static_cast<int>(workers.size()) || stop_loop.load(); });
+  }
+
   // Gauges from the table, and retention now and then, on a session of their own: they keep moving
   // while the loop is stuck in a batch (Kafka down), which is the point of the lag gauge.
   void Background() {
@@ -108,17 +128,22 @@ struct RelayApp::Parts {
     std::unique_lock lock(mutex);
     while (!stopping) {
       lock.unlock();
+      const auto counting = std::chrono::steady_clock::now();
       if (auto stats = admin->Backlog(); stats) {
         probe.SetBacklog(*stats);
       } else {
         spdlog::warn("reading the outbox backlog failed: {}", stats.error().detail);
       }
+      // Counting the backlog takes time in proportion to it (0.2 s for 600,000 rows): the gauges may use
+      // a twentieth of a database core at most, so a large backlog being drained is counted less often.
+      const auto wait = std::max<std::chrono::steady_clock::duration>(
+          config.metrics_refresh, kCountingBudget * (std::chrono::steady_clock::now() - counting));
       if (config.retention_enabled && std::chrono::steady_clock::now() >= next_retention) {
         RunRetention();
         next_retention = std::chrono::steady_clock::now() + config.retention_interval;
       }
       lock.lock();
-      wake.wait_for(lock, config.metrics_refresh, [this] { return stopping; });
+      wake.wait_for(lock, wait, [this] { return stopping; });
     }
   }
 
@@ -149,6 +174,8 @@ struct RelayApp::Parts {
   std::mutex mutex;
   std::condition_variable wake;
   bool stopping = false;
+  std::condition_variable joins;
+  int joined = 0;
 };
 
 RelayApp::RelayApp(RelayConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}
@@ -163,7 +190,10 @@ std::uint16_t RelayApp::Start() {
                p.config.workers, kafka::LibraryVersion());
   p.started = true;
   for (auto& w : p.workers) {
-    w->thread = std::thread([&p, worker = w.get()] { worker->exit = worker->loop.Run(p.stop_loop); });
+    w->thread = std::thread([&p, worker = w.get()] {
+      p.Join(*worker->session);
+      worker->exit = worker->loop.Run(p.stop_loop);
+    });
   }
   p.background_thread = std::thread([&p] { p.Background(); });
   const auto port = p.server.Start();
@@ -179,7 +209,11 @@ std::optional<int> RelayApp::Finished() const {
 
 void RelayApp::Stop(std::chrono::milliseconds drain) {
   auto& p = *parts_;
-  p.stop_loop = true;
+  {
+    std::lock_guard lock(p.mutex);
+    p.stop_loop = true;
+  }
+  p.joins.notify_all();
   for (auto& w : p.workers) {
     if (w->thread.joinable()) w->thread.join();
   }

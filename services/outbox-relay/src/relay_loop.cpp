@@ -27,18 +27,15 @@ void SleepUnless(const std::atomic<bool>& stop, milliseconds duration) {
 }
 
 kafka::Message ToMessage(const outbox::OutboxEvent& event, const std::string& source) {
-  kafka::Message m;
-  m.key = event.aggregateid;
-  m.value = event.payload;
-  m.headers = {
-      {"ce_specversion", "1.0"},
-      {"ce_id", event.id},
-      {"ce_source", source},
-      {"ce_type", event.type},
-      {"ce_time", event.time},
-      {"ce_subject", event.aggregateid},
-      {"content-type", "application/json"},
-  };
+  kafka::Message m{.key = event.aggregateid, .value = event.payload, .headers = {}};
+  m.headers.reserve(8);
+  m.headers.emplace_back("ce_specversion", "1.0");
+  m.headers.emplace_back("ce_id", event.id);
+  m.headers.emplace_back("ce_source", source);
+  m.headers.emplace_back("ce_type", event.type);
+  m.headers.emplace_back("ce_time", event.time);
+  m.headers.emplace_back("ce_subject", event.aggregateid);
+  m.headers.emplace_back("content-type", "application/json");
   if (!event.traceparent.empty()) m.headers.emplace_back("traceparent", event.traceparent);
   return m;
 }

@@ -35,7 +35,8 @@ struct RelayLoopOptions {
 // Exit status when the producer hit a fatal error (the process restarts clean).
 inline constexpr int kExitFatalProducer = 1;
 
-// The Kafka message of an event: key = charge id, value = payload, CloudEvents binary-mode headers.
+// The Kafka message of an event: key = charge id, value = payload, CloudEvents binary-mode headers. It
+// refers to `event` and `source`, which must outlive it.
 kafka::Message ToMessage(const outbox::OutboxEvent& event, const std::string& source);
 
 class RelayLoop {

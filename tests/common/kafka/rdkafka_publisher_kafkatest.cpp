@@ -25,11 +25,17 @@ std::unique_ptr<EventPublisher> Publisher(const std::string& topic, std::map<std
 TEST(RdKafkaPublisherTest, DeliversABatchWithKeysValuesAndHeaders) {
   KafkaTestTopic topic("publisher", 3);
   auto publisher = Publisher(topic.name());
-  std::vector<Message> batch;
+  // Messages are views: what they refer to lives here until PublishBatch returns.
+  std::vector<std::string> keys, values, ids;
   for (int i = 0; i < 50; ++i) {
-    batch.push_back(Message{.key = "ch_" + std::to_string(i % 5),
-                            .value = R"({"n": )" + std::to_string(i) + "}",
-                            .headers = {{"ce_id", "id-" + std::to_string(i)}, {"content-type", "application/json"}}});
+    keys.push_back("ch_" + std::to_string(i % 5));
+    values.push_back(R"({"n": )" + std::to_string(i) + "}");
+    ids.push_back("id-" + std::to_string(i));
+  }
+  std::vector<Message> batch;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    batch.push_back(Message{.key = keys[i], .value = values[i],
+                            .headers = {{"ce_id", ids[i]}, {"content-type", "application/json"}}});
   }
   std::atomic<bool> cancel{false};
   const auto results = publisher->PublishBatch(batch, cancel);
@@ -60,8 +66,9 @@ TEST(RdKafkaPublisherTest, DeliversABatchWithKeysValuesAndHeaders) {
 TEST(RdKafkaPublisherTest, AMessageTooLargeIsRefusedPermanentlyAndTheOthersAreDelivered) {
   KafkaTestTopic topic("publisher_large", 1);
   auto publisher = Publisher(topic.name(), {{"message.max.bytes", "100000"}});
+  const std::string too_large(200'000, 'x');
   std::vector<Message> batch{{.key = "a", .value = "small one", .headers = {}},
-                             {.key = "b", .value = std::string(200'000, 'x'), .headers = {}},
+                             {.key = "b", .value = too_large, .headers = {}},
                              {.key = "c", .value = "small two", .headers = {}}};
   std::atomic<bool> cancel{false};
   const auto results = publisher->PublishBatch(batch, cancel);

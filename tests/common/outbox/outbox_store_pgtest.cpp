@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -101,6 +102,56 @@ TEST_F(OutboxStoreTest, ClaimRespectsTheLimitAndPositionOrderWithinAShard) {
   ASSERT_EQ(batch.size(), 4u);
   for (std::size_t i = 0; i < batch.size(); ++i) EXPECT_EQ(batch[i].id, ids[i]);
   for (std::size_t i = 1; i < batch.size(); ++i) EXPECT_LT(batch[i - 1].position, batch[i].position);
+}
+
+TEST_F(OutboxStoreTest, ClaimKeepsAChargesOrderAcrossDayPartitions) {
+  // Event 1 sits in yesterday's partition, event 2 in today's: the claim reads both partitions of the
+  // shard in position order, so it still sees event 1 first and holds event 2 back.
+  const auto a1 = Insert("ch_a", 1, 9, -1);
+  const auto a2 = Insert("ch_a", 2, 9);
+  ASSERT_NE(db_->Scalar("SELECT tableoid::regclass::text FROM outbox WHERE id = '" + a1 + "'"),
+            db_->Scalar("SELECT tableoid::regclass::text FROM outbox WHERE id = '" + a2 + "'"));
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  const auto first = session->Claim(owned, 100).value();
+  EXPECT_THAT(Ids(first), ElementsAre(a1));
+  EXPECT_EQ(session->MarkPublished(Pointers(first)).value(), 1);
+  EXPECT_THAT(Ids(session->Claim(owned, 100).value()), ElementsAre(a2));
+}
+
+TEST_F(OutboxStoreTest, UnderABacklogLargerThanABatchEveryShardGetsItsTurn) {
+  // 20 events on each of shards 1, 2 and 3; batches of 16 fill up on the first shard read. Without
+  // taking turns, shard 1 would be served again and again while shards 2 and 3 wait.
+  std::map<int, std::vector<std::string>> by_shard;
+  for (int shard = 1; shard <= 3; ++shard) {
+    for (int i = 0; i < 20; ++i) by_shard[shard].push_back(Insert("ch_" + std::to_string(shard * 100 + i), 1, shard));
+  }
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  std::vector<int> served;
+  for (int round = 0; round < 3; ++round) {
+    const auto batch = session->Claim(owned, 16).value();
+    ASSERT_EQ(batch.size(), 16u);
+    served.push_back(batch.front().shard);
+    // Oldest first within the shard.
+    for (std::size_t i = 1; i < batch.size(); ++i) {
+      if (batch[i].shard == batch[i - 1].shard) {
+        EXPECT_LT(batch[i - 1].position, batch[i].position);
+      }
+    }
+  }
+  EXPECT_THAT(served, ElementsAre(1, 2, 3));
+  // Past the last shard it starts over.
+  EXPECT_EQ(session->Claim(owned, 16).value().front().shard, 1);
+}
+
+TEST_F(OutboxStoreTest, AnUnpublishedEventIdIsUnique) {
+  const auto id = Insert("ch_a", 1, 4);
+  const auto duplicate = "INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, created_at)"
+                         " SELECT id, aggregateid, type, payload, 2, shard, created_at FROM outbox WHERE id = '" +
+                         id + "'";
+  EXPECT_THROW(db_->Execute(duplicate), std::exception);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox"), "1");
 }
 
 TEST_F(OutboxStoreTest, AParkedEventHoldsBackItsChargeUntilRetriedOrSkipped) {

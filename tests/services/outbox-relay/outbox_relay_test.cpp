@@ -31,7 +31,8 @@ TEST(ToMessageTest, KeyValueAndCloudEventsBinaryModeHeaders) {
                         .traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
                         .time = "2026-11-30T03:00:00.123Z",
                         .created_at = "2026-11-30 03:00:00.123456+00"};
-  const auto m = ToMessage(e, "/charge-outbox/charge-api");
+  const std::string source = "/charge-outbox/charge-api";
+  const auto m = ToMessage(e, source);
   EXPECT_EQ(m.key, e.aggregateid);
   EXPECT_EQ(m.value, e.payload);
   EXPECT_THAT(m.headers, ElementsAre(Pair("ce_specversion", "1.0"), Pair("ce_id", e.id),
@@ -39,7 +40,7 @@ TEST(ToMessageTest, KeyValueAndCloudEventsBinaryModeHeaders) {
                                      Pair("ce_time", e.time), Pair("ce_subject", e.aggregateid),
                                      Pair("content-type", "application/json"), Pair("traceparent", e.traceparent)));
   e.traceparent.clear();
-  EXPECT_EQ(ToMessage(e, "s").headers.size(), 7u);  // no empty traceparent header
+  EXPECT_EQ(ToMessage(e, source).headers.size(), 7u);  // no empty traceparent header
 }
 
 TEST(RelayConfigTest, DefaultsAndTheEnvironmentTheLocalStackSets) {

@@ -9,15 +9,18 @@
 #include <stdexcept>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace charge_outbox::kafka {
 
+// One message, as views: the caller keeps what they refer to alive until PublishBatch returns (librdkafka
+// copies what it keeps), so that building a batch copies no key, value or header.
 struct Message {
-  std::string key;
-  std::string value;
-  std::vector<std::pair<std::string, std::string>> headers;
+  std::string_view key;
+  std::string_view value;
+  std::vector<std::pair<std::string_view, std::string_view>> headers;
 };
 
 // What happened to one message. Only kDelivered means the broker persisted it; every other status leaves
