@@ -34,6 +34,7 @@ RelayLoopOptions LoopOptions(const RelayConfig& c, int worker) {
           .batch_size = c.batch_size,
           .poll_interval = c.poll_interval,
           .wake_delay = c.wake_delay,
+          .idle_grace = c.idle_grace,
           .rebalance_interval = c.rebalance_interval,
           .retry_backoff = c.retry_backoff,
           .max_retry_backoff = c.max_retry_backoff,

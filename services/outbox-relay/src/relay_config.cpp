@@ -88,6 +88,7 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   c.poll_interval = r.Duration("relay.poll_interval", seconds{1}, milliseconds{10}, std::chrono::minutes{10});
   // Latency traded for write-path cost: see docs/outbox-relay.md, "Latency".
   c.wake_delay = r.Duration("relay.wake_delay", milliseconds{5}, milliseconds{0}, seconds{1});
+  c.idle_grace = r.Duration("relay.idle_grace", milliseconds{50}, milliseconds{0}, seconds{10});
   c.rebalance_interval = r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});
   c.retry_backoff = r.Duration("relay.retry_backoff", milliseconds{200}, milliseconds{1}, std::chrono::minutes{1});
   c.max_retry_backoff = r.Duration("relay.max_retry_backoff", seconds{5}, c.retry_backoff, std::chrono::minutes{10});

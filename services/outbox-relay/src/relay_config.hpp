@@ -30,6 +30,7 @@ struct RelayConfig {
   int batch_size = 1000;
   std::chrono::milliseconds poll_interval{};
   std::chrono::milliseconds wake_delay{};
+  std::chrono::milliseconds idle_grace{};
   std::chrono::milliseconds rebalance_interval{};
   std::chrono::milliseconds retry_backoff{};
   std::chrono::milliseconds max_retry_backoff{};

@@ -15,6 +15,8 @@ using std::chrono::milliseconds;
 
 // How soon to try again to arm a shard whose writer was still committing.
 constexpr milliseconds kArmRetry{2};
+// The shortest pause between two empty claims within relay.idle_grace.
+constexpr milliseconds kGracePoll{2};
 
 }  // namespace
 
@@ -72,6 +74,7 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
   if (!EnsureTopic(stop)) return kExitFatalProducer;
   std::vector<int> owned;
   auto next_rebalance = Clock::now();
+  auto last_work = Clock::time_point{};  // when a claim last found events
   auto backoff = options_.retry_backoff;
   auto failed = [&](const char* what, const outbox::DbError& error) {
     probe_.OnDatabaseError();
@@ -122,6 +125,12 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       continue;
     }
     if (batch->empty()) {
+      if (Clock::now() - last_work < options_.idle_grace) {
+        // Events came a moment ago and more are likely: look again shortly instead of arming, since an
+        // armed relay makes the next writer NOTIFY, and every NOTIFY serialises a commit.
+        SleepUnless(stop, std::max(options_.wake_delay, kGracePoll));
+        continue;
+      }
       // Idle. Arm the wake-up first (writers of our shards then NOTIFY; migration 0004), and when that
       // armed anything, claim once more before sleeping: the writers that skipped notifying while we were
       // busy have committed by now. The timeout is the polling fallback; it never sleeps past the next
@@ -150,6 +159,7 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       }
       continue;
     }
+    last_work = Clock::now();
     // Busy: writers need not notify until we sleep again.
     if (auto disarmed = session_.DisarmWakeups(); !disarmed) {
       failed("disarming wake-ups", disarmed.error());

@@ -22,6 +22,9 @@ struct RelayLoopOptions {
   int batch_size = 1000;
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds wake_delay{0};  // after a notification, before claiming
+  // After the last batch, how long empty claims are repeated (every wake_delay, at least 2 ms) before the
+  // loop arms its wake-ups and sleeps: under a steady flow it stays awake and writers never notify.
+  std::chrono::milliseconds idle_grace{0};
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds retry_backoff{200};
   std::chrono::milliseconds max_retry_backoff{5000};
