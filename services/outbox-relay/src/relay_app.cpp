@@ -192,7 +192,7 @@ void KeepBatchMemory() {
 
 }  // namespace
 
-RelayApp::RelayApp(RelayConfig config) : parts_((KeepBatchMemory(), std::make_unique<Parts>(std::move(config)))) {}
+RelayApp::RelayApp(RelayConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}
 
 RelayApp::~RelayApp() {
   if (parts_->started) Stop(std::chrono::milliseconds{0});
@@ -203,6 +203,7 @@ std::uint16_t RelayApp::Start() {
   spdlog::info("outbox-relay {}: topic {}, {} worker(s), librdkafka {}", p.config.instance_id, p.config.kafka_topic,
                p.config.workers, kafka::LibraryVersion());
   p.started = true;
+  KeepBatchMemory();  // process-wide: before the loops start allocating
   for (auto& w : p.workers) {
     w->thread = std::thread([&p, worker = w.get()] {
       p.Join(*worker->session);
