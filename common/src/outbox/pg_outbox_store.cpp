@@ -33,28 +33,31 @@ constexpr const char* kLockShards = "outbox_lock_shards";
 constexpr const char* kUnlockShards = "outbox_unlock_shards";
 
 const std::pair<const char*, const char*> kRelayStatements[] = {
-    // Per shard: the first $3 unpublished rows in position order (parked ones included), of which each
-    // charge's first; then the parked ones are dropped. So one event per charge at most, and a parked
-    // event holds back its charge's later ones. This needs no lookup per row because, within a charge,
-    // position order is sequence order (event N is committed before N+1 is inserted, and position is
-    // drawn at insert), and every event of a charge is in one shard: an unpublished predecessor of any
-    // row in the window is earlier in the same window. Each shard's events come oldest first, shard
-    // after shard in the order of $1 until $2 are found (docs, "The claim query"). Nothing committed can
-    // be created in the future, so the partitions made ahead are skipped. ce_time is formatted by the
-    // relay from the epoch microseconds: to_char costs about 1 µs a row.
+    // Per shard: the first $3 unpublished rows in position order (parked ones included), numbered within
+    // their charge (the wave); then every row at or after a parked one of its charge is dropped, and the
+    // waves from $4 on. This needs no lookup per row because, within a charge, position order is sequence
+    // order (event N is committed before N+1 is inserted, and position is drawn at insert), and every
+    // event of a charge is in one shard: an unpublished predecessor of any row in the window is earlier
+    // in the same window, so wave 0 is each charge's first unpublished event. Each shard's events come
+    // oldest first, shard after shard in the order of $1 until $2 are found: the cut can drop a charge's
+    // later events, never an earlier one without the later ones (docs, "The claim query"). Nothing
+    // committed can be created in the future, so the partitions made ahead are skipped. ce_time is
+    // formatted by the relay from the epoch microseconds: to_char costs about 1 µs a row.
     {kClaim,
      "SELECT c.id::text, c.aggregateid, c.type, c.payload::text, c.sequence, c.shard, c.position,"
      "       COALESCE(c.traceparent, ''), (extract(epoch FROM c.created_at) * 1000000)::bigint,"
-     "       c.created_at::text"
+     "       c.created_at::text, c.wave"
      " FROM unnest($1::smallint[]) AS s(shard)"
      " CROSS JOIN LATERAL ("
      "   SELECT f.* FROM ("
-     "     SELECT DISTINCT ON (w.aggregateid) w.* FROM ("
+     "     SELECT w.*, (row_number() OVER charge)::int - 1 AS wave,"
+     "            bool_or(w.parked_at IS NOT NULL) OVER charge AS held"
+     "     FROM ("
      "       SELECT o.* FROM outbox o"
      "       WHERE o.shard = s.shard AND o.published_at IS NULL AND o.created_at < now() + interval '1 hour'"
      "       ORDER BY o.position LIMIT $3) w"
-     "     ORDER BY w.aggregateid, w.position) f"
-     "   WHERE f.parked_at IS NULL"
+     "     WINDOW charge AS (PARTITION BY w.aggregateid ORDER BY w.position)) f"
+     "   WHERE NOT f.held AND f.wave < $4"
      "   ORDER BY f.position) c"
      " LIMIT $2"},
     // Found through outbox_unpublished_id (migration 0005), which takes no entry for the new row version;
@@ -212,7 +215,7 @@ class PgRelaySession final : public RelaySession {
     });
   }
 
-  DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit) override {
+  DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) override {
     if (shards.empty()) return std::vector<OutboxEvent>{};
     return Guarded<std::vector<OutboxEvent>>([&] {
       pqxx::nontransaction tx(*conn_);
@@ -226,7 +229,7 @@ class PgRelaySession final : public RelaySession {
       std::vector<int> order(shards);
       const auto resume = std::upper_bound(order.begin(), order.end(), full_batch_stopped_at_);
       std::rotate(order.begin(), resume == order.end() ? order.begin() : resume, order.end());
-      const auto r = tx.exec_prepared(kClaim, IntArray(order), limit, per_shard);
+      const auto r = tx.exec_prepared(kClaim, IntArray(order), limit, per_shard, waves);
       std::vector<OutboxEvent> out;
       out.reserve(r.size());
       for (const auto& row : r) {
@@ -241,6 +244,7 @@ class PgRelaySession final : public RelaySession {
         e.traceparent = row[7].as<std::string>();
         e.time = util::FormatRfc3339(util::FromUnixMicros(row[8].as<std::int64_t>()));
         e.created_at = row[9].as<std::string>();
+        e.wave = row[10].as<int>();
         out.push_back(std::move(e));
       }
       full_batch_stopped_at_ = std::ssize(out) >= limit ? out.back().shard : -1;

@@ -33,6 +33,7 @@ kafka::RdKafkaOptions PublisherOptions(const RelayConfig& c) {
 RelayLoopOptions LoopOptions(const RelayConfig& c, int worker) {
   return {.worker = worker,
           .batch_size = c.batch_size,
+          .waves = c.waves,
           .poll_interval = c.poll_interval,
           .wake_delay = c.wake_delay,
           .idle_grace = c.idle_grace,

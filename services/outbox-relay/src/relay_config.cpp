@@ -85,6 +85,8 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   // overlap one loop's wait on Kafka with another's database work.
   c.workers = static_cast<int>(r.Integer("relay.workers", 1, 1, 64));
   c.batch_size = static_cast<int>(r.Integer("relay.batch_size", 1000, 1, 100'000));
+  // Up to this many events of one charge per batch, each produced once the previous one is persisted.
+  c.waves = static_cast<int>(r.Integer("relay.waves", 4, 1, 16));
   c.poll_interval = r.Duration("relay.poll_interval", seconds{1}, milliseconds{10}, std::chrono::minutes{10});
   // Latency traded for write-path cost: see docs/outbox-relay.md, "Latency".
   c.wake_delay = r.Duration("relay.wake_delay", milliseconds{5}, milliseconds{0}, seconds{1});

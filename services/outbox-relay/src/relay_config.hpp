@@ -28,6 +28,7 @@ struct RelayConfig {
 
   int workers = 1;
   int batch_size = 1000;
+  int waves = 4;
   std::chrono::milliseconds poll_interval{};
   std::chrono::milliseconds wake_delay{};
   std::chrono::milliseconds idle_grace{};

@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string_view>
 #include <thread>
+#include <unordered_set>
 
 #include "charge_outbox/failpoints/failpoints.hpp"
 
@@ -119,7 +121,7 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       ready_ = true;
     }
 
-    auto batch = session_.Claim(owned, options_.batch_size);
+    auto batch = session_.Claim(owned, options_.batch_size, options_.waves);
     if (!batch) {
       failed("claiming events", batch.error());
       continue;
@@ -185,12 +187,31 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
 RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::OutboxEvent>& batch,
                                                 const std::atomic<bool>& stop) {
   const auto started = Clock::now();
-  std::vector<kafka::Message> messages;
-  messages.reserve(batch.size());
-  for (const auto& event : batch) messages.push_back(ToMessage(event, options_.cloudevents_source));
-
   spdlog::debug("publishing a batch of {} events", batch.size());
-  const auto results = publisher_.PublishBatch(messages, stop);
+  // Wave by wave: a charge's event of wave k+1 is produced only once its event of wave k has a persisted
+  // report, so it reaches Kafka after it whatever librdkafka retries. A charge whose event was not
+  // delivered sends nothing more in this batch; those later events stay unpublished, held, not failed.
+  std::vector<kafka::DeliveryResult> results(batch.size());
+  std::vector<bool> sent(batch.size(), false);
+  std::unordered_set<std::string_view> stopped_charges;
+  int waves = 0;
+  for (const auto& event : batch) waves = std::max(waves, event.wave + 1);
+  for (int wave = 0; wave < waves && (wave == 0 || (!stop.load() && !publisher_.fatal())); ++wave) {
+    std::vector<std::size_t> members;
+    std::vector<kafka::Message> messages;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].wave != wave || stopped_charges.contains(batch[i].aggregateid)) continue;
+      members.push_back(i);
+      messages.push_back(ToMessage(batch[i], options_.cloudevents_source));
+    }
+    if (messages.empty()) break;  // every charge with a later wave stopped
+    const auto reports = publisher_.PublishBatch(messages, stop);
+    for (std::size_t j = 0; j < members.size(); ++j) {
+      results[members[j]] = reports[j];
+      sent[members[j]] = true;
+      if (reports[j].status != kafka::DeliveryStatus::kDelivered) stopped_charges.insert(batch[members[j]].aggregateid);
+    }
+  }
 
   if (failpoints::Hit("relay.after_publish_before_mark")) {
     spdlog::warn("failpoint relay.after_publish_before_mark: leaving {} events unmarked", batch.size());
@@ -201,17 +222,22 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
   delivered.reserve(batch.size());
   std::int64_t retriable = 0;
   std::int64_t parked = 0;
+  std::int64_t held = 0;
   bool fatal = false;
   std::string first_error;
   for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (!sent[i]) {  // held behind its charge's undelivered event, or not sent because we are stopping
+      ++held;
+      continue;
+    }
     const auto& result = results[i];
     switch (result.status) {
       case kafka::DeliveryStatus::kDelivered:
         delivered.push_back(&batch[i]);
         break;
       case kafka::DeliveryStatus::kPermanent:
-        // Parked, it stays unpublished: its charge's later events keep waiting behind it (the claim
-        // skips a charge with an earlier unpublished event), other charges flow.
+        // Parked, it stays unpublished: its charge's later events keep waiting behind it (a claim holds
+        // a charge back from its parked event on), other charges flow.
         if (auto p = session_.Park(batch[i], result.error); p) {
           ++parked;
           spdlog::error("parked event {} of {} (sequence {}): {}; see `outbox-relay parked list`", batch[i].id,
@@ -241,11 +267,11 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
                  marked.error().detail);
   }
   if (parked > 0) probe_.OnParked(parked);
-  if (retriable > 0) {
+  if (retriable > 0 || (held > 0 && stop.load())) {
     probe_.OnRetriableErrors(retriable);
     if (stop.load()) {
-      spdlog::info("stopping: abandoned {} of {} events without a success report; they stay unpublished", retriable,
-                   batch.size());
+      spdlog::info("stopping: abandoned {} of {} events without a success report; they stay unpublished",
+                   retriable + held, batch.size());
     } else {
       spdlog::warn("{} of {} events not delivered, sending again: {}", retriable, batch.size(), first_error);
     }

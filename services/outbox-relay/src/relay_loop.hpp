@@ -20,6 +20,7 @@ namespace charge_outbox::outbox_relay {
 struct RelayLoopOptions {
   int worker = 0;  // this loop's index in the process (for logs and the owned-shards gauge)
   int batch_size = 1000;
+  int waves = 1;  // events of one charge per batch (see outbox::RelaySession::Claim)
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds wake_delay{0};  // after a notification, before claiming
   // After the last batch, how long empty claims are repeated (every wake_delay, at least 2 ms) before the

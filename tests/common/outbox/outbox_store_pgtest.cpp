@@ -72,7 +72,7 @@ TEST_F(OutboxStoreTest, ClaimReturnsOnlyTheFirstUnpublishedEventOfEachCharge) {
   ASSERT_EQ(assignment.owned.size(), 256u);
   EXPECT_EQ(assignment.members, 1);
 
-  auto first = session->Claim(assignment.owned, 100).value();
+  auto first = session->Claim(assignment.owned, 100, 1).value();
   std::vector<std::string> expected{a1, b1};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(Ids(first), expected);
@@ -84,12 +84,12 @@ TEST_F(OutboxStoreTest, ClaimReturnsOnlyTheFirstUnpublishedEventOfEachCharge) {
   EXPECT_THAT(a_event.time, ::testing::MatchesRegex("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[.][0-9]{3}Z"));
 
   // A claim marks nothing: claiming again returns the same events.
-  EXPECT_EQ(Ids(session->Claim(assignment.owned, 100).value()), expected);
+  EXPECT_EQ(Ids(session->Claim(assignment.owned, 100, 1).value()), expected);
   EXPECT_EQ(session->MarkPublished(Pointers(first)).value(), 2);
   EXPECT_EQ(session->MarkPublished(Pointers(first)).value(), 0);  // already published: nothing changes
 
-  EXPECT_THAT(Ids(session->Claim(assignment.owned, 100).value()), ElementsAre(a2));
-  EXPECT_THAT(Ids(session->Claim({7}, 100).value()), IsEmpty());  // only shard 5 has something left
+  EXPECT_THAT(Ids(session->Claim(assignment.owned, 100, 1).value()), ElementsAre(a2));
+  EXPECT_THAT(Ids(session->Claim({7}, 100, 1).value()), IsEmpty());  // only shard 5 has something left
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"), "2");
 }
 
@@ -98,10 +98,40 @@ TEST_F(OutboxStoreTest, ClaimRespectsTheLimitAndPositionOrderWithinAShard) {
   for (int i = 0; i < 10; ++i) ids.push_back(Insert("ch_" + std::to_string(i), 1, 3));
   auto session = OpenSession();
   const auto owned = session->Rebalance().value().owned;
-  const auto batch = session->Claim(owned, 4).value();
+  const auto batch = session->Claim(owned, 4, 1).value();
   ASSERT_EQ(batch.size(), 4u);
   for (std::size_t i = 0; i < batch.size(); ++i) EXPECT_EQ(batch[i].id, ids[i]);
   for (std::size_t i = 1; i < batch.size(); ++i) EXPECT_LT(batch[i - 1].position, batch[i].position);
+}
+
+TEST_F(OutboxStoreTest, ClaimReturnsEachChargesNextEventsInWavesAndNothingPastAParkedOne) {
+  const auto a1 = Insert("ch_a", 1, 6);
+  const auto b1 = Insert("ch_b", 1, 6);
+  const auto a2 = Insert("ch_a", 2, 6);
+  const auto a3 = Insert("ch_a", 3, 6);
+  const auto c1 = Insert("ch_c", 1, 6);
+  const auto c2 = Insert("ch_c", 2, 6);
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  const auto c_first = session->Claim(owned, 100, 1).value();
+  const auto c1_event = *std::find_if(c_first.begin(), c_first.end(), [&](const auto& e) { return e.id == c1; });
+  ASSERT_TRUE(session->Park(c1_event, "INVALID_RECORD").has_value());
+
+  const auto batch = session->Claim(owned, 100, 4).value();
+  std::map<std::string, int> wave_of;
+  for (const auto& e : batch) wave_of[e.id] = e.wave;
+  // ch_c's parked event holds it back entirely: c2 is not in any wave.
+  EXPECT_EQ(wave_of, (std::map<std::string, int>{{a1, 0}, {b1, 0}, {a2, 1}, {a3, 2}}));
+  EXPECT_FALSE(wave_of.contains(c2));
+  for (std::size_t i = 1; i < batch.size(); ++i) EXPECT_LT(batch[i - 1].position, batch[i].position);
+
+  // At most `waves` events of one charge, and a cut by the limit keeps a prefix of each charge.
+  std::map<std::string, int> two_waves;
+  for (const auto& e : session->Claim(owned, 100, 2).value()) two_waves[e.id] = e.wave;
+  EXPECT_EQ(two_waves, (std::map<std::string, int>{{a1, 0}, {b1, 0}, {a2, 1}}));
+  std::vector<std::string> cut;
+  for (const auto& e : session->Claim(owned, 3, 4).value()) cut.push_back(e.id);
+  EXPECT_THAT(cut, ElementsAre(a1, b1, a2));
 }
 
 TEST_F(OutboxStoreTest, ClaimKeepsAChargesOrderAcrossDayPartitions) {
@@ -113,10 +143,10 @@ TEST_F(OutboxStoreTest, ClaimKeepsAChargesOrderAcrossDayPartitions) {
             db_->Scalar("SELECT tableoid::regclass::text FROM outbox WHERE id = '" + a2 + "'"));
   auto session = OpenSession();
   const auto owned = session->Rebalance().value().owned;
-  const auto first = session->Claim(owned, 100).value();
+  const auto first = session->Claim(owned, 100, 1).value();
   EXPECT_THAT(Ids(first), ElementsAre(a1));
   EXPECT_EQ(session->MarkPublished(Pointers(first)).value(), 1);
-  EXPECT_THAT(Ids(session->Claim(owned, 100).value()), ElementsAre(a2));
+  EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ElementsAre(a2));
 }
 
 TEST_F(OutboxStoreTest, UnderABacklogLargerThanABatchEveryShardGetsItsTurn) {
@@ -130,7 +160,7 @@ TEST_F(OutboxStoreTest, UnderABacklogLargerThanABatchEveryShardGetsItsTurn) {
   const auto owned = session->Rebalance().value().owned;
   std::vector<int> served;
   for (int round = 0; round < 3; ++round) {
-    const auto batch = session->Claim(owned, 16).value();
+    const auto batch = session->Claim(owned, 16, 1).value();
     ASSERT_EQ(batch.size(), 16u);
     served.push_back(batch.front().shard);
     // Oldest first within the shard.
@@ -142,7 +172,7 @@ TEST_F(OutboxStoreTest, UnderABacklogLargerThanABatchEveryShardGetsItsTurn) {
   }
   EXPECT_THAT(served, ElementsAre(1, 2, 3));
   // Past the last shard it starts over.
-  EXPECT_EQ(session->Claim(owned, 16).value().front().shard, 1);
+  EXPECT_EQ(session->Claim(owned, 16, 1).value().front().shard, 1);
 }
 
 TEST_F(OutboxStoreTest, AnUnpublishedEventIdIsUnique) {
@@ -162,12 +192,12 @@ TEST_F(OutboxStoreTest, AParkedEventHoldsBackItsChargeUntilRetriedOrSkipped) {
   auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
   const auto owned = session->Rebalance().value().owned;
 
-  auto batch = session->Claim(owned, 100).value();
+  auto batch = session->Claim(owned, 100, 1).value();
   const auto a_event = *std::find_if(batch.begin(), batch.end(), [&](const auto& e) { return e.id == a1; });
   ASSERT_TRUE(session->Park(a_event, "MSG_SIZE_TOO_LARGE: Broker: Message size too large").has_value());
 
   // Other charges flow; the parked event's later event waits.
-  EXPECT_THAT(Ids(session->Claim(owned, 100).value()), ElementsAre(b1));
+  EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ElementsAre(b1));
   const auto parked = admin->ListParked(10).value();
   ASSERT_EQ(parked.size(), 1u);
   EXPECT_EQ(parked[0].id, a1);
@@ -180,7 +210,7 @@ TEST_F(OutboxStoreTest, AParkedEventHoldsBackItsChargeUntilRetriedOrSkipped) {
 
   EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kDone);
   EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kNotParked);
-  batch = session->Claim(owned, 100).value();
+  batch = session->Claim(owned, 100, 1).value();
   std::vector<std::string> expected{a1, b1};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(Ids(batch), expected);
@@ -192,7 +222,7 @@ TEST_F(OutboxStoreTest, AParkedEventHoldsBackItsChargeUntilRetriedOrSkipped) {
             "t");
   expected = {a2, b1};
   std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(Ids(session->Claim(owned, 100).value()), expected);
+  EXPECT_EQ(Ids(session->Claim(owned, 100, 1).value()), expected);
   EXPECT_THAT(admin->ListParked(10).value(), IsEmpty());
 }
 
@@ -222,8 +252,8 @@ TEST_F(OutboxStoreTest, MembersShareTheShardsAndTakeOverWhenOneLeaves) {
   // Events of a shard are claimed by its owner only.
   const int shard = last[1].owned.front();
   const auto id = Insert("ch_x", 1, shard);
-  EXPECT_THAT(Ids(sessions[1]->Claim(last[1].owned, 10).value()), ElementsAre(id));
-  EXPECT_THAT(Ids(sessions[0]->Claim(last[0].owned, 10).value()), IsEmpty());
+  EXPECT_THAT(Ids(sessions[1]->Claim(last[1].owned, 10, 1).value()), ElementsAre(id));
+  EXPECT_THAT(Ids(sessions[0]->Claim(last[0].owned, 10, 1).value()), IsEmpty());
 
   // A member that dies (its session closes) leaves at once: its locks go with it.
   sessions[2]->Close();
@@ -272,7 +302,7 @@ TEST_F(OutboxStoreTest, WritersDoNotNotifyABusySessionAndArmingWaitsForThemToCom
   const auto again = session->ArmWakeups(owned).value();
   EXPECT_EQ(again.newly_armed, 1);
   EXPECT_EQ(again.pending, 0);
-  EXPECT_EQ(session->Claim(owned, 10).value().size(), 2u);  // ch_busy and ch_slow
+  EXPECT_EQ(session->Claim(owned, 10, 1).value().size(), 2u);  // ch_busy and ch_slow
 
   // Armed: the next writer notifies; disarmed again: silence.
   Insert("ch_armed", 1, 4);

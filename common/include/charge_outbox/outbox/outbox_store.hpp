@@ -41,6 +41,9 @@ struct OutboxEvent {
   std::string traceparent;  // empty when the row has none
   std::string time;         // created_at, RFC 3339 UTC with milliseconds: ce_time
   std::string created_at;   // created_at exactly as PostgreSQL prints it in UTC: part of the row's key
+  // 0: the first unpublished event of its charge, publishable now. k > 0: its charge's k-th successor in
+  // the same claim, to be produced only once the charge's event of wave k-1 is persisted.
+  int wave = 0;
 };
 
 // What a relay owns after a rebalance.
@@ -67,10 +70,12 @@ class RelaySession {
   // Releases the shards this member should no longer own and tries to lock the ones it should.
   virtual DbResult<ShardAssignment> Rebalance() = 0;
 
-  // Up to `limit` events of the owned shards that may be published now: unpublished, not parked, and
-  // the first unpublished event of their charge (so at most one event per charge, and never event N+1
-  // while N is unpublished or parked). Empty `shards` returns nothing.
-  virtual DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit) = 0;
+  // Up to `limit` unpublished events of the owned shards, in waves: wave 0 holds the first unpublished
+  // event of each charge, wave k its k-th successor (at most `waves` of them). A charge whose event is
+  // parked has no event in the claim from there on. Per shard, oldest first. Empty `shards` returns
+  // nothing. The caller must not produce an event of wave k+1 before its charge's event of wave k is
+  // persisted: that is what keeps a charge's events in order.
+  virtual DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) = 0;
 
   // Marks these events published (they were delivered); returns how many rows changed.
   virtual DbResult<std::int64_t> MarkPublished(const std::vector<const OutboxEvent*>& events) = 0;
