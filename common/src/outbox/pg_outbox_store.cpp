@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <random>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "charge_outbox/outbox/outbox_store.hpp"
 #include "charge_outbox/util/time.hpp"
@@ -33,42 +35,41 @@ constexpr const char* kLockShards = "outbox_lock_shards";
 constexpr const char* kUnlockShards = "outbox_unlock_shards";
 
 const std::pair<const char*, const char*> kRelayStatements[] = {
-    // Per shard: the first $3 unpublished rows in position order (parked ones included), numbered within
-    // their charge (the wave); then every row at or after a parked one of its charge is dropped, and the
-    // waves from $4 on. This needs no lookup per row because, within a charge, position order is sequence
-    // order (event N is committed before N+1 is inserted, and position is drawn at insert), and every
-    // event of a charge is in one shard: an unpublished predecessor of any row in the window is earlier
-    // in the same window, so wave 0 is each charge's first unpublished event. Each shard's events come
-    // oldest first, shard after shard in the order of $1 until $2 are found: the cut can drop a charge's
-    // later events, never an earlier one without the later ones (docs, "The claim query"). Nothing
-    // committed can be created in the future, so the partitions made ahead are skipped. ce_time is
-    // formatted by the relay from the epoch microseconds: to_char costs about 1 µs a row.
+    // The member's window: its oldest $4 unpublished events, in position order, from its shards. Shards
+    // are owned in contiguous ranges, so BETWEEN is tested on the index entry and other members' rows
+    // cost no heap visit; ANY covers a range with holes while a rebalance is under way. A charge with a
+    // parked event is left out entirely (its later events wait behind it), and so is the parked event:
+    // however many are parked, they never fill the window. The relay numbers each charge's events in the
+    // window (the waves); no lookup per row is needed because, within a charge, position order is
+    // sequence order (event N is committed before N+1 is inserted, and position is drawn at insert), and
+    // every event of a charge is in one shard: an unpublished predecessor of any row in the window is
+    // earlier in the same window (docs, "The claim query"). Nothing committed can be created in the
+    // future, so the partitions made ahead are skipped. ce_time is formatted by the relay from the epoch
+    // microseconds: to_char costs about 1 µs a row.
     {kClaim,
-     "SELECT c.id::text, c.aggregateid, c.type, c.payload::text, c.sequence, c.shard, c.position,"
-     "       COALESCE(c.traceparent, ''), (extract(epoch FROM c.created_at) * 1000000)::bigint,"
-     "       c.created_at::text, c.wave"
-     " FROM unnest($1::smallint[]) AS s(shard)"
-     " CROSS JOIN LATERAL ("
-     "   SELECT f.* FROM ("
-     "     SELECT w.*, (row_number() OVER charge)::int - 1 AS wave,"
-     "            bool_or(w.parked_at IS NOT NULL) OVER charge AS held"
-     "     FROM ("
-     "       SELECT o.* FROM outbox o"
-     "       WHERE o.shard = s.shard AND o.published_at IS NULL AND o.created_at < now() + interval '1 hour'"
-     "       ORDER BY o.position LIMIT $3) w"
-     "     WINDOW charge AS (PARTITION BY w.aggregateid ORDER BY w.position)) f"
-     "   WHERE NOT f.held AND f.wave < $4"
-     "   ORDER BY f.position) c"
-     " LIMIT $2"},
-    // Found through outbox_unpublished_id (migration 0005), which takes no entry for the new row version;
-    // the created_at range lets PostgreSQL skip the partitions that cannot hold these ids.
+     "SELECT o.id::text, o.aggregateid, o.type, o.payload::text, o.sequence, o.shard, o.position,"
+     "       COALESCE(o.traceparent, ''), (extract(epoch FROM o.created_at) * 1000000)::bigint"
+     " FROM outbox o"
+     " WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint"
+     "   AND o.shard::int = ANY($3::int[]) AND o.parked_at IS NULL"
+     "   AND o.aggregateid NOT IN (SELECT p.aggregateid FROM outbox p"
+     "                             WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL)"
+     "   AND o.created_at < now() + interval '1 hour'"
+     " ORDER BY o.position LIMIT $4"},
+    // Found through outbox_unpublished_in_order, in the order the claim read them. position identifies
+    // the row: outbox_position_seq draws it at insert and nothing else ever writes it. (An id test in the
+    // same statement would make the generic plan look the rows up through outbox_unpublished_id instead:
+    // random probes, five times slower.) The created_at range, a second wider than the events' since the
+    // bounds travel as floating-point seconds, lets PostgreSQL skip the partitions that cannot hold them.
+    // The new row version takes no index entry: every outbox index is over unpublished rows only.
     {kMark,
      "UPDATE outbox SET published_at = now()"
-     " WHERE id = ANY($1::uuid[]) AND created_at BETWEEN $2::timestamptz AND $3::timestamptz"
-     "   AND published_at IS NULL"},
+     " WHERE position = ANY($1::bigint[]) AND published_at IS NULL"
+     "   AND created_at BETWEEN to_timestamp($2::float8 / 1000000) - interval '1 second'"
+     "                      AND to_timestamp($3::float8 / 1000000) + interval '1 second'"},
     {kPark,
      "UPDATE outbox SET parked_at = now(), park_error = $3"
-     " WHERE id = $1::uuid AND created_at = $2::timestamptz AND published_at IS NULL"},
+     " WHERE position = $1 AND id = $2::uuid AND published_at IS NULL"},
     // Members are the sessions holding a member lock on this database: a session that dies leaves at once.
     {kMembers,
      "SELECT objid::bigint FROM pg_locks"
@@ -199,7 +200,8 @@ class PgRelaySession final : public RelaySession {
       std::vector<int> release;
       std::vector<int> wanted;
       for (int s = 0; s < kShardCount; ++s) {
-        const bool mine = s % a.members == a.rank;
+        // Contiguous ranges: the claim tests a range on each index entry (kClaim).
+        const bool mine = s * a.members / kShardCount == a.rank;
         if (mine && !held_.contains(s)) wanted.push_back(s);
         if (!mine && held_.contains(s)) release.push_back(s);
       }
@@ -219,35 +221,31 @@ class PgRelaySession final : public RelaySession {
     if (shards.empty()) return std::vector<OutboxEvent>{};
     return Guarded<std::vector<OutboxEvent>>([&] {
       pqxx::nontransaction tx(*conn_);
-      // Enough per shard for a full batch when the backlog is spread, small enough that each shard's scan
-      // stops early; a backlog on few shards fills up over the next claims.
-      const int shard_count = static_cast<int>(shards.size());
-      const int per_shard = std::min(limit, std::max(16, 2 * limit / shard_count));
-      // Shards are read in the order given until the batch is full. Starting after the shard where the
-      // last full batch stopped gives every shard its turn under a backlog larger than a batch; always
-      // starting from the first would leave the last shards waiting until the first ones ran dry.
-      std::vector<int> order(shards);
-      const auto resume = std::upper_bound(order.begin(), order.end(), full_batch_stopped_at_);
-      std::rotate(order.begin(), resume == order.end() ? order.begin() : resume, order.end());
-      const auto r = tx.exec_prepared(kClaim, IntArray(order), limit, per_shard, waves);
+      const auto [lowest, highest] = std::minmax_element(shards.begin(), shards.end());
+      const auto r = tx.exec_prepared(kClaim, *lowest, *highest, IntArray(shards), limit);
       std::vector<OutboxEvent> out;
       out.reserve(r.size());
+      // Each charge's events in the window, counted as they come in position order: the k-th is wave k.
+      std::unordered_map<std::string_view, int> seen;
+      seen.reserve(r.size());
       for (const auto& row : r) {
+        const std::string_view charge(row[1].c_str(), row[1].size());
+        const int wave = seen[charge]++;
+        if (wave >= waves) continue;  // a later claim takes it, once the earlier ones are published
         OutboxEvent e;
         e.id = row[0].as<std::string>();
-        e.aggregateid = row[1].as<std::string>();
+        e.aggregateid = std::string(charge);
         e.type = row[2].as<std::string>();
         e.payload = row[3].as<std::string>();
         e.sequence = row[4].as<int>();
         e.shard = row[5].as<int>();
         e.position = row[6].as<std::int64_t>();
         e.traceparent = row[7].as<std::string>();
-        e.time = util::FormatRfc3339(util::FromUnixMicros(row[8].as<std::int64_t>()));
-        e.created_at = row[9].as<std::string>();
-        e.wave = row[10].as<int>();
+        e.created_at_us = row[8].as<std::int64_t>();
+        e.time = util::FormatRfc3339(util::FromUnixMicros(e.created_at_us));
+        e.wave = wave;
         out.push_back(std::move(e));
       }
-      full_batch_stopped_at_ = std::ssize(out) >= limit ? out.back().shard : -1;
       return out;
     });
   }
@@ -255,19 +253,21 @@ class PgRelaySession final : public RelaySession {
   DbResult<std::int64_t> MarkPublished(const std::vector<const OutboxEvent*>& events) override {
     if (events.empty()) return std::int64_t{0};
     return Guarded<std::int64_t>([&] {
-      std::string ids = "{";
-      // Text compares right here: the strings are PostgreSQL's own ISO output in one zone and format.
-      std::string lo = events.front()->created_at;
-      std::string hi = lo;
-      for (std::size_t i = 0; i < events.size(); ++i) {
-        if (i > 0) ids += ',';
-        ids += events[i]->id;
-        lo = std::min(lo, events[i]->created_at);
-        hi = std::max(hi, events[i]->created_at);
+      // In position order, the order of the index the UPDATE walks.
+      std::vector<const OutboxEvent*> sorted(events);
+      std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->position < b->position; });
+      std::string positions = "{";
+      std::int64_t oldest = sorted.front()->created_at_us;
+      std::int64_t newest = oldest;
+      for (std::size_t i = 0; i < sorted.size(); ++i) {
+        if (i > 0) positions += ',';
+        positions += std::to_string(sorted[i]->position);
+        oldest = std::min(oldest, sorted[i]->created_at_us);
+        newest = std::max(newest, sorted[i]->created_at_us);
       }
-      ids += '}';
+      positions += '}';
       pqxx::work tx(*conn_);
-      const auto r = tx.exec_prepared(kMark, ids, lo, hi);
+      const auto r = tx.exec_prepared(kMark, positions, oldest, newest);
       tx.commit();
       return static_cast<std::int64_t>(r.affected_rows());
     });
@@ -276,7 +276,7 @@ class PgRelaySession final : public RelaySession {
   DbResult<void> Park(const OutboxEvent& event, const std::string& error) override {
     auto parked = Guarded<bool>([&] {
       pqxx::nontransaction tx(*conn_);
-      tx.exec_prepared(kPark, event.id, event.created_at, error);
+      tx.exec_prepared(kPark, event.position, event.id, error);
       return true;
     });
     if (!parked) return parked.error();
@@ -352,7 +352,6 @@ class PgRelaySession final : public RelaySession {
   int member_id_ = 0;
   std::set<int> held_;
   std::set<int> armed_;  // shards whose wait lock this session holds
-  int full_batch_stopped_at_ = -1;  // the shard where the last claim filled its batch; -1: it did not
 };
 
 class PgOutboxAdmin final : public OutboxAdmin {

@@ -29,8 +29,8 @@ TEST(ToMessageTest, KeyValueAndCloudEventsBinaryModeHeaders) {
                         .shard = 239,
                         .position = 7,
                         .traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-                        .time = "2026-11-30T03:00:00.123Z",
-                        .created_at = "2026-11-30 03:00:00.123456+00"};
+                        .created_at_us = 1'796'007'600'123'456,
+                        .time = "2026-11-30T03:00:00.123Z"};
   const std::string source = "/charge-outbox/charge-api";
   const auto m = ToMessage(e, source);
   EXPECT_EQ(m.key, e.aggregateid);

@@ -39,8 +39,8 @@ struct OutboxEvent {
   int shard = 0;
   std::int64_t position = 0;
   std::string traceparent;  // empty when the row has none
+  std::int64_t created_at_us = 0;  // created_at, microseconds since the Unix epoch
   std::string time;         // created_at, RFC 3339 UTC with milliseconds: ce_time
-  std::string created_at;   // created_at exactly as PostgreSQL prints it in UTC: part of the row's key
   // 0: the first unpublished event of its charge, publishable now. k > 0: its charge's k-th successor in
   // the same claim, to be produced only once the charge's event of wave k-1 is persisted.
   int wave = 0;
@@ -54,7 +54,7 @@ struct ShardAssignment {
 };
 
 // Ordering of a rebalance: each session is a member while its session lives; member i of n should own
-// the shards s with s % n == i. Advisory locks make ownership exclusive, so a shard another member
+// the contiguous range of shards s with s * n / 256 == i. Advisory locks make ownership exclusive, so a shard another member
 // still holds is simply not taken until that member lets it go.
 class RelaySession {
  public:
@@ -70,10 +70,10 @@ class RelaySession {
   // Releases the shards this member should no longer own and tries to lock the ones it should.
   virtual DbResult<ShardAssignment> Rebalance() = 0;
 
-  // Up to `limit` unpublished events of the owned shards, in waves: wave 0 holds the first unpublished
-  // event of each charge, wave k its k-th successor (at most `waves` of them). A charge whose event is
-  // parked has no event in the claim from there on. Per shard, oldest first. Empty `shards` returns
-  // nothing. The caller must not produce an event of wave k+1 before its charge's event of wave k is
+  // The oldest `limit` unpublished events of the owned shards (fewer when some are cut), in position
+  // order, in waves: wave 0 holds the first unpublished event of each charge, wave k its k-th successor
+  // (at most `waves` of them; later ones are cut). A charge with a parked event has no event in the
+  // claim. Empty `shards` returns nothing. The caller must not produce an event of wave k+1 before its charge's event of wave k is
   // persisted: that is what keeps a charge's events in order.
   virtual DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) = 0;
 
