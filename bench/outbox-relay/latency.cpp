@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
       conn.prepare("ins",
                    "INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard)"
                    " VALUES (gen_random_uuid(), charge_public_id($1::uuid), 'payments.charge.initiated.v1',"
-                   "         jsonb_build_object('id', charge_public_id($1::uuid), 'sequence', 1, 'sched_us', $2::bigint,"
+                   "         json_build_object('id', charge_public_id($1::uuid), 'sequence', 1, 'sched_us', $2::bigint,"
                    "                            'slot', $3::bigint, 'amount', 25000, 'currency', 'BRL', 'status', 'pending'),"
                    "         1, outbox_shard($1::uuid))");
       std::mt19937_64 random(std::random_device{}() + static_cast<unsigned>(w));

@@ -8,16 +8,19 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 port_in_use() { [[ -n $(ss -Htln "sport = :$1" 2>/dev/null) ]]; }
 
-# A free TCP port on loopback. Random in a high range rather than "bind port 0" because the port is
-# handed to a server started later; two runs at once pick different ones with high probability, and
-# the server's own bind fails loudly if not.
+# A free TCP port on loopback. Random rather than "bind port 0" because the port is handed to a server
+# started later; two runs at once pick different ones with high probability, and the server's own bind
+# fails loudly if not. The range ends below the kernel's ephemeral ports: there, any outgoing connection
+# made in between (tests make thousands) can take the port before the server binds it.
 free_port() {
-  local p
+  local p low=32768
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  ((low > 20000 + 2000)) || die "the ephemeral port range starts at $low: no room below it for servers"
   for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((20000 + RANDOM % (low - 20000)))
     port_in_use "$p" || { echo "$p"; return 0; }
   done
-  die "no free port found between 20000 and 50000"
+  die "no free port found between 20000 and $low"
 }
 
 # True if the pid file names a live process.

@@ -93,7 +93,9 @@ TEST_F(ChargeStoreTest, BeginWritesPendingChargeInitiatedEventAndStartedAttempt)
   EXPECT_EQ(db_->Scalar("SELECT payload->>'status' || ' ' || (payload->>'sequence') || ' ' || (payload->>'amount') "
                         "FROM outbox"),
             "pending 1 25000");
-  EXPECT_EQ(db_->Scalar("SELECT payload ? 'payment_method' FROM outbox"), "f");
+  EXPECT_EQ(db_->Scalar("SELECT payload::jsonb ? 'payment_method' FROM outbox"), "f");
+  // Absent fields are left out rather than sent as null.
+  EXPECT_EQ(db_->Scalar("SELECT payload::jsonb ? 'acquirer_capture_id' FROM outbox"), "f");
   EXPECT_EQ(db_->Scalar("SELECT shard = outbox_shard(" "'" + r.charge.id + "'::uuid) FROM outbox"), "t");
   EXPECT_EQ(db_->Scalar("SELECT operation || ' ' || actor || ' ' || (finished_at IS NULL) FROM acquirer_attempts"),
             "capture charge-api true");

@@ -18,7 +18,7 @@ namespace {
 constexpr const char* kInsert =
     "INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent)"
     " VALUES (gen_random_uuid(), charge_public_id($1::uuid), $2,"
-    "         jsonb_build_object('id', charge_public_id($1::uuid), 'sequence', $3::int, 'pad', repeat('x', $4::int)),"
+    "         json_build_object('id', charge_public_id($1::uuid), 'sequence', $3::int, 'pad', repeat('x', $4::int)),"
     "         $3::int, outbox_shard($1::uuid), NULLIF($5, ''))"
     " RETURNING id::text, aggregateid";
 
