@@ -22,6 +22,7 @@
 #include <iostream>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -43,13 +44,15 @@ std::string NewUuid(std::mt19937_64& random) {
   return buf;
 }
 
-// A number field of the payload text: {"...", "sched_us": 1234, ...}.
+// A number field of the payload text, whatever the spacing: {"...", "sched_us": 1234, ...}.
 std::int64_t Field(const char* data, std::size_t size, const std::string& name) {
-  const std::string text(data, size);
-  const auto key = "\"" + name + "\": ";
-  const auto at = text.find(key);
-  if (at == std::string::npos) return -1;
-  return std::stoll(text.substr(at + key.size()));
+  const std::string_view text(data, size);
+  const auto key = "\"" + name + "\"";
+  auto at = text.find(key);
+  if (at == std::string_view::npos) return -1;
+  at = text.find_first_not_of(" :", at + key.size());
+  if (at == std::string_view::npos) return -1;
+  return std::stoll(std::string(text.substr(at, 20)));
 }
 
 }  // namespace
@@ -121,8 +124,9 @@ int main(int argc, char** argv) {
       conn.prepare("ins",
                    "INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard)"
                    " VALUES (gen_random_uuid(), charge_public_id($1::uuid), 'payments.charge.initiated.v1',"
-                   "         json_build_object('id', charge_public_id($1::uuid), 'sequence', 1, 'sched_us', $2::bigint,"
-                   "                            'slot', $3::bigint, 'amount', 25000, 'currency', 'BRL', 'status', 'pending'),"
+                   "         json_strip_nulls(json_build_object('id', charge_public_id($1::uuid), 'sequence', 1,"
+                   "                            'sched_us', $2::bigint, 'slot', $3::bigint, 'amount', 25000,"
+                   "                            'currency', 'BRL', 'status', 'pending')),"
                    "         1, outbox_shard($1::uuid))");
       std::mt19937_64 random(std::random_device{}() + static_cast<unsigned>(w));
       while (true) {

@@ -37,7 +37,8 @@ constexpr const char* kUnlockShards = "outbox_unlock_shards";
 const std::pair<const char*, const char*> kRelayStatements[] = {
     // The member's window: its oldest $4 unpublished events, in position order, from its shards. Shards
     // are owned in contiguous ranges, so BETWEEN is tested on the index entry and other members' rows
-    // cost no heap visit; ANY covers a range with holes while a rebalance is under way. A charge with a
+    // cost no heap visit; $3 lists the shards only while a rebalance leaves holes in the range (empty
+    // otherwise: ANY walks the whole array for every row). A charge with a
     // parked event is left out entirely (its later events wait behind it), and so is the parked event:
     // however many are parked, they never fill the window. The relay numbers each charge's events in the
     // window (the waves); no lookup per row is needed because, within a charge, position order is
@@ -51,7 +52,7 @@ const std::pair<const char*, const char*> kRelayStatements[] = {
      "       COALESCE(o.traceparent, ''), (extract(epoch FROM o.created_at) * 1000000)::bigint"
      " FROM outbox o"
      " WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint"
-     "   AND o.shard::int = ANY($3::int[]) AND o.parked_at IS NULL"
+     "   AND (cardinality($3::int[]) = 0 OR o.shard::int = ANY($3::int[])) AND o.parked_at IS NULL"
      "   AND o.aggregateid NOT IN (SELECT p.aggregateid FROM outbox p"
      "                             WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL)"
      "   AND o.created_at < now() + interval '1 hour'"
@@ -221,8 +222,12 @@ class PgRelaySession final : public RelaySession {
     if (shards.empty()) return std::vector<OutboxEvent>{};
     return Guarded<std::vector<OutboxEvent>>([&] {
       pqxx::nontransaction tx(*conn_);
-      const auto [lowest, highest] = std::minmax_element(shards.begin(), shards.end());
-      const auto r = tx.exec_prepared(kClaim, *lowest, *highest, IntArray(shards), limit);
+      std::vector<int> owned(shards);
+      std::sort(owned.begin(), owned.end());
+      owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
+      const bool whole_range = std::ssize(owned) == owned.back() - owned.front() + 1;
+      const auto r =
+          tx.exec_prepared(kClaim, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned), limit);
       std::vector<OutboxEvent> out;
       out.reserve(r.size());
       // Each charge's events in the window, counted as they come in position order: the k-th is wave k.

@@ -93,6 +93,20 @@ TEST_F(OutboxStoreTest, ClaimReturnsOnlyTheFirstUnpublishedEventOfEachCharge) {
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"), "2");
 }
 
+TEST_F(OutboxStoreTest, AClaimReadsOnlyTheShardsItIsGivenEvenWithAHoleInTheirRange) {
+  // Mid-rebalance a member can hold 5 and 7 but not yet 6: 6 is someone else's.
+  const auto e5 = Insert("ch_5", 1, 5);
+  Insert("ch_6", 1, 6);
+  const auto e7 = Insert("ch_7", 1, 7);
+  Insert("ch_8", 1, 8);
+  auto session = OpenSession();
+  std::vector<std::string> expected{e5, e7};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Ids(session->Claim({7, 5}, 100, 1).value()), expected);
+  EXPECT_EQ(Ids(session->Claim({5, 5, 7}, 100, 1).value()), expected);
+  EXPECT_EQ(Ids(session->Claim({6, 7, 8}, 100, 1).value()).size(), 3u);  // a whole range
+}
+
 TEST_F(OutboxStoreTest, ClaimRespectsTheLimitAndPositionOrderWithinAShard) {
   std::vector<std::string> ids;
   for (int i = 0; i < 10; ++i) ids.push_back(Insert("ch_" + std::to_string(i), 1, 3));
