@@ -258,17 +258,15 @@ class PgRelaySession final : public RelaySession {
   DbResult<std::int64_t> MarkPublished(const std::vector<const OutboxEvent*>& events) override {
     if (events.empty()) return std::int64_t{0};
     return Guarded<std::int64_t>([&] {
-      // In position order, the order of the index the UPDATE walks.
-      std::vector<const OutboxEvent*> sorted(events);
-      std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->position < b->position; });
+      // Any order: the index scan sorts an = ANY array itself.
       std::string positions = "{";
-      std::int64_t oldest = sorted.front()->created_at_us;
+      std::int64_t oldest = events.front()->created_at_us;
       std::int64_t newest = oldest;
-      for (std::size_t i = 0; i < sorted.size(); ++i) {
+      for (std::size_t i = 0; i < events.size(); ++i) {
         if (i > 0) positions += ',';
-        positions += std::to_string(sorted[i]->position);
-        oldest = std::min(oldest, sorted[i]->created_at_us);
-        newest = std::max(newest, sorted[i]->created_at_us);
+        positions += std::to_string(events[i]->position);
+        oldest = std::min(oldest, events[i]->created_at_us);
+        newest = std::max(newest, events[i]->created_at_us);
       }
       positions += '}';
       pqxx::work tx(*conn_);

@@ -183,6 +183,23 @@ TEST_F(OutboxStoreTest, UnderABacklogLargerThanABatchTheOldestEventsGoFirstWhate
   EXPECT_THAT(session->Claim(owned, 16, 1).value(), IsEmpty());
 }
 
+TEST_F(OutboxStoreTest, ParkedEventsNeverFillTheWindowHoweverManyThereAre) {
+  // 12 charges with a parked first event and a waiting second one, all older than the one healthy
+  // charge: a window of 10 still reaches it.
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  for (int i = 0; i < 12; ++i) {
+    const auto charge = "ch_p" + std::to_string(i);
+    Insert(charge, 1, 2);
+    Insert(charge, 2, 2);
+  }
+  const auto first_events = session->Claim(owned, 100, 1).value();
+  ASSERT_EQ(first_events.size(), 12u);
+  for (const auto& e : first_events) ASSERT_TRUE(session->Park(e, "MSG_SIZE_TOO_LARGE").has_value());
+  const auto healthy = Insert("ch_ok", 1, 2);
+  EXPECT_THAT(Ids(session->Claim(owned, 10, 4).value()), ElementsAre(healthy));
+}
+
 TEST_F(OutboxStoreTest, AnUnpublishedEventIdIsUnique) {
   const auto id = Insert("ch_a", 1, 4);
   const auto duplicate = "INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, created_at)"

@@ -54,8 +54,8 @@ struct ShardAssignment {
 };
 
 // Ordering of a rebalance: each session is a member while its session lives; member i of n should own
-// the contiguous range of shards s with s * n / 256 == i. Advisory locks make ownership exclusive, so a shard another member
-// still holds is simply not taken until that member lets it go.
+// the contiguous range of shards s with s * n / 256 == i. Advisory locks make ownership exclusive, so a
+// shard another member still holds is simply not taken until that member lets it go.
 class RelaySession {
  public:
   virtual ~RelaySession() = default;
@@ -73,8 +73,8 @@ class RelaySession {
   // The oldest `limit` unpublished events of the owned shards (fewer when some are cut), in position
   // order, in waves: wave 0 holds the first unpublished event of each charge, wave k its k-th successor
   // (at most `waves` of them; later ones are cut). A charge with a parked event has no event in the
-  // claim. Empty `shards` returns nothing. The caller must not produce an event of wave k+1 before its charge's event of wave k is
-  // persisted: that is what keeps a charge's events in order.
+  // claim. Empty `shards` returns nothing. The caller must not produce an event of wave k+1 before its
+  // charge's event of wave k is persisted: that is what keeps a charge's events in order.
   virtual DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) = 0;
 
   // Marks these events published (they were delivered); returns how many rows changed.
