@@ -380,6 +380,13 @@ TEST_F(OutboxStoreTest, RetentionDropsOldPublishedPartitionsAndKeepsOnesWithUnpu
   EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + old_unpublished + "') IS NOT NULL"), "t");
   EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + day(9) + "') IS NOT NULL"), "t");
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox"), "2");  // ch_u and ch_e
+  // Every partition, those of the migrations and those made since, is vacuumed every 10,000 dead rows.
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FILTER (WHERE NOT COALESCE(c.reloptions, '{}') @>"
+                        "  '{autovacuum_vacuum_scale_factor=0,autovacuum_vacuum_threshold=10000}')"
+                        " || ' of ' || count(*)"
+                        " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+                        " WHERE i.inhparent = 'outbox'::regclass"),
+            "0 of " + db_->Scalar("SELECT count(*) FROM pg_inherits WHERE inhparent = 'outbox'::regclass"));
 
   // Once published, the kept partition goes on the next run; recent partitions are never touched.
   db_->Execute("UPDATE outbox SET published_at = now()");
