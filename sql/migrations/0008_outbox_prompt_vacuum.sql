@@ -7,19 +7,22 @@
 -- default scale factor (0.2), a day partition of ten million events would carry two million before
 -- autovacuum ran, and an idle relay claims every few milliseconds. A vacuum here is cheap: the indexes
 -- hold only the backlog and the dead entries, and the pages published long ago are all-visible, skipped.
-DO $$
-DECLARE
-  part regclass;
+
+-- What every outbox partition needs besides its bounds, in one place: partitions made later by
+-- outbox_ensure_partitions get it from here (PostgreSQL 15 keeps no storage parameters on the
+-- partitioned table for them to inherit), and a later setting needs only this function redefined.
+-- REPLICA IDENTITY FULL is migration 0005's.
+CREATE FUNCTION outbox_configure_partition(part regclass) RETURNS void
+LANGUAGE plpgsql AS $$
 BEGIN
-  FOR part IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'outbox'::regclass LOOP
-    EXECUTE format('ALTER TABLE %s SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000)',
-                   part);
-  END LOOP;
+  EXECUTE format('ALTER TABLE %s SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000)',
+                 part);
+  EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', part);
 END;
 $$;
 
--- Partitions made from now on get the same settings (PostgreSQL 15 keeps no storage parameters on the
--- partitioned table itself for them to inherit).
+SELECT outbox_configure_partition(inhrelid::regclass) FROM pg_inherits WHERE inhparent = 'outbox'::regclass;
+
 CREATE OR REPLACE FUNCTION outbox_ensure_partitions(from_day date, to_day date) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -35,10 +38,8 @@ BEGIN
     day_end := (day + 1)::timestamp AT TIME ZONE 'UTC';
     IF to_regclass(part) IS NULL AND NOT EXISTS (
          SELECT 1 FROM outbox_default WHERE created_at >= day_start AND created_at < day_end) THEN
-      EXECUTE format('CREATE TABLE %I PARTITION OF outbox FOR VALUES FROM (%L) TO (%L)'
-                     ' WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000)',
-                     part, day_start, day_end);
-      EXECUTE format('ALTER TABLE %I REPLICA IDENTITY FULL', part);
+      EXECUTE format('CREATE TABLE %I PARTITION OF outbox FOR VALUES FROM (%L) TO (%L)', part, day_start, day_end);
+      PERFORM outbox_configure_partition(part::regclass);
       created := created + 1;
     END IF;
     day := day + 1;
