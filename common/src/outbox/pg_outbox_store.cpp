@@ -60,7 +60,7 @@ const std::pair<const char*, const char*> kRelayStatements[] = {
     // Found through outbox_unpublished_in_order, in the order the claim read them. position identifies
     // the row: outbox_position_seq draws it at insert and nothing else ever writes it. (An id test in the
     // same statement would make the generic plan look the rows up through outbox_unpublished_id instead:
-    // random probes, five times slower.) The created_at range, a second wider than the events' since the
+    // random probes, four times slower.) The created_at range, a second wider than the events' since the
     // bounds travel as floating-point seconds, lets PostgreSQL skip the partitions that cannot hold them.
     // The new row version takes no index entry: every outbox index is over unpublished rows only.
     {kMark,
