@@ -7,10 +7,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
 
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/util/sha256.hpp"
+#include "await.hpp"
 #include "pg_test_database.hpp"
 
 namespace charge_outbox::charges {
@@ -18,18 +18,11 @@ namespace {
 
 namespace asio = boost::asio;
 using ::testing::HasSubstr;
+using testing::Await;
 using testing::PgTestDatabase;
 
 constexpr const char* kMerchantA = "00000000-0000-4000-8000-00000000000a";
 constexpr const char* kMerchantB = "00000000-0000-4000-8000-00000000000b";
-
-template <typename T>
-T Await(asio::awaitable<T> op) {
-  asio::io_context io;
-  auto f = asio::co_spawn(io, std::move(op), asio::use_future);
-  io.run();
-  return f.get();
-}
 
 class ChargeStoreTest : public ::testing::Test {
  protected:

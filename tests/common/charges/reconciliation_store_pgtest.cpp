@@ -5,36 +5,25 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/use_future.hpp>
-
 #include <algorithm>
 #include <set>
 #include <thread>
 
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/charges/reconciliation_store.hpp"
+#include "await.hpp"
 #include "pg_test_database.hpp"
 
 namespace charge_outbox::charges {
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using ::testing::ElementsAre;
+using testing::Await;
 using testing::PgTestDatabase;
 
 constexpr const char* kMerchant = "00000000-0000-4000-8000-00000000000a";
 constexpr const char* kTraceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-
-template <typename T>
-T Await(asio::awaitable<T> op) {
-  asio::io_context io;
-  auto f = asio::co_spawn(io, std::move(op), asio::use_future);
-  io.run();
-  return f.get();
-}
 
 class ReconciliationStoreTest : public ::testing::Test {
  protected:

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "charge_stack.hpp"
 #include "http_test_client.hpp"
 #include "pg_test_database.hpp"
 #include "service_process.hpp"
@@ -70,21 +71,8 @@ class ChargeApiE2E : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  // Short acquirer timeouts and lease so unknown outcomes and dead owners resolve in seconds.
   std::unique_ptr<ServiceProcess> StartApi(EnvChanges extra = {}) {
-    EnvChanges env{{"DATABASE_URL", db_->url()},
-                   {"HTTP_ADDRESS", "127.0.0.1"},
-                   {"HTTP_PORT", "0"},
-                   {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(sim_->port())},
-                   {"ACQUIRER_API_KEY", kAcquirerKey},
-                   {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
-                   {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
-                   {"ACQUIRER_RETRY_BASE_DELAY", "50ms"},
-                   {"ACQUIRER_RETRY_MAX_DELAY", "100ms"},
-                   {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"},
-                   {"CHARGE_LEASE", "3s"},
-                   {"SHUTDOWN_DEADLINE", "2s"},
-                   {"FAILPOINTS", std::nullopt}};
+    auto env = FastChargeApiEnv(db_->url(), sim_->port(), kAcquirerKey);
     for (auto& [k, v] : extra) env[k] = v;
     return std::make_unique<ServiceProcess>(std::vector<std::string>{CHARGE_API_BIN}, env);
   }
@@ -98,15 +86,10 @@ class ChargeApiE2E : public ::testing::Test {
     ASSERT_EQ(r.status(), 200u) << r.response.body();
   }
 
-  boost::json::array Ledger() { return sim_client_->Get("/admin/ledger").json().at("entries").as_array(); }
+  boost::json::array Ledger() { return AcquirerLedger(*sim_client_); }
 
   std::size_t LedgerCaptures(const std::string& acquirer_key) {
-    std::size_t n = 0;
-    for (const auto& e : Ledger()) {
-      const auto& o = e.as_object();
-      if (o.at("type").as_string() == "capture" && o.at("idempotency_key").as_string() == acquirer_key) ++n;
-    }
-    return n;
+    return AcquirerLedgerCount(*sim_client_, "capture", acquirer_key);
   }
 
   std::string TerminalEvents(const std::string& charge_id) {

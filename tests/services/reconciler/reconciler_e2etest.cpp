@@ -17,6 +17,7 @@
 
 #include "charge_outbox/http/server.hpp"
 #include "charge_outbox/util/time.hpp"
+#include "charge_stack.hpp"
 #include "http_test_client.hpp"
 #include "pg_test_database.hpp"
 #include "service_process.hpp"
@@ -167,15 +168,10 @@ class ReconcilerE2E : public ::testing::Test {
     ASSERT_EQ(r.status(), 200u) << r.response.body();
   }
 
-  json::array Ledger() { return sim_client_->Get("/admin/ledger").json().at("entries").as_array(); }
+  json::array Ledger() { return AcquirerLedger(*sim_client_); }
 
   std::size_t LedgerEntries(const std::string& type, const std::string& acquirer_key) {
-    std::size_t n = 0;
-    for (const auto& e : Ledger()) {
-      const auto& o = e.as_object();
-      if (o.at("type").as_string() == type && o.at("idempotency_key").as_string() == acquirer_key) ++n;
-    }
-    return n;
+    return AcquirerLedgerCount(*sim_client_, type, acquirer_key);
   }
 
   std::string TerminalEvents(const std::string& key) {
@@ -184,19 +180,7 @@ class ReconcilerE2E : public ::testing::Test {
   }
 
   std::unique_ptr<ServiceProcess> StartChargeApi(EnvChanges extra = {}) {
-    EnvChanges env{{"DATABASE_URL", db_->url()},
-                   {"HTTP_ADDRESS", "127.0.0.1"},
-                   {"HTTP_PORT", "0"},
-                   {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(sim_->port())},
-                   {"ACQUIRER_API_KEY", kAcquirerKey},
-                   {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
-                   {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
-                   {"ACQUIRER_RETRY_BASE_DELAY", "50ms"},
-                   {"ACQUIRER_RETRY_MAX_DELAY", "100ms"},
-                   {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"},
-                   {"CHARGE_LEASE", "3s"},
-                   {"SHUTDOWN_DEADLINE", "2s"},
-                   {"FAILPOINTS", std::nullopt}};
+    auto env = FastChargeApiEnv(db_->url(), sim_->port(), kAcquirerKey);
     for (auto& [k, v] : extra) env[k] = v;
     return std::make_unique<ServiceProcess>(std::vector<std::string>{CHARGE_API_BIN}, env);
   }

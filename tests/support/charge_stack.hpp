@@ -1,0 +1,49 @@
+// What the end-to-end tests of charge-api and the reconciler both need around a running stack: a
+// charge-api environment that resolves unknown outcomes in seconds, and acquirer-sim's ledger as the
+// truth of what was captured. Header-only, like http_test_client.hpp.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "child_process.hpp"
+#include "http_test_client.hpp"
+
+namespace charge_outbox::testing {
+
+// charge-api against acquirer-sim on `acquirer_port`, with short acquirer timeouts and lease so that
+// unknown outcomes and dead owners resolve in seconds, and no failpoints unless the test adds them.
+inline EnvChanges FastChargeApiEnv(const std::string& database_url, int acquirer_port,
+                                   const std::string& acquirer_api_key) {
+  return EnvChanges{{"DATABASE_URL", database_url},
+                    {"HTTP_ADDRESS", "127.0.0.1"},
+                    {"HTTP_PORT", "0"},
+                    {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(acquirer_port)},
+                    {"ACQUIRER_API_KEY", acquirer_api_key},
+                    {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
+                    {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
+                    {"ACQUIRER_RETRY_BASE_DELAY", "50ms"},
+                    {"ACQUIRER_RETRY_MAX_DELAY", "100ms"},
+                    {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"},
+                    {"CHARGE_LEASE", "3s"},
+                    {"SHUTDOWN_DEADLINE", "2s"},
+                    {"FAILPOINTS", std::nullopt}};
+}
+
+// acquirer-sim's ledger entries (`/admin/ledger`), oldest first.
+inline boost::json::array AcquirerLedger(HttpTestClient& sim) {
+  return sim.Get("/admin/ledger").json().at("entries").as_array();
+}
+
+// How many ledger entries of `type` ("capture", "void", ...) carry this acquirer idempotency key.
+inline std::size_t AcquirerLedgerCount(HttpTestClient& sim, std::string_view type, std::string_view acquirer_key) {
+  std::size_t n = 0;
+  for (const auto& e : AcquirerLedger(sim)) {
+    const auto& o = e.as_object();
+    if (o.at("type").as_string() == type && o.at("idempotency_key").as_string() == acquirer_key) ++n;
+  }
+  return n;
+}
+
+}  // namespace charge_outbox::testing
