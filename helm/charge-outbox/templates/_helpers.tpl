@@ -33,3 +33,23 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $own := (index . 1).image | default dict -}}
 {{- $own.pullPolicy | default (index . 0).Values.global.image.pullPolicy -}}
 {{- end -}}
+
+{{/* DATABASE_URL, from the Secret only. */}}
+{{- define "charge-outbox.databaseEnv" -}}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.global.databaseSecret.name }}
+      key: {{ .Values.global.databaseSecret.key }}
+{{- end -}}
+
+{{/* The acquirer charge-api and the reconciler call: its URL, and its API key from the Secret only. */}}
+{{- define "charge-outbox.acquirerEnv" -}}
+- name: ACQUIRER_URL
+  value: {{ required "global.acquirer.url is required (the card acquirer's base URL)" .Values.global.acquirer.url | quote }}
+- name: ACQUIRER_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.global.acquirer.apiKeySecret.name }}
+      key: {{ .Values.global.acquirer.apiKeySecret.key }}
+{{- end -}}
