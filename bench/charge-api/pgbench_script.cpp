@@ -39,11 +39,12 @@ int main() {
       {6, ":currency"}, {7, ":pm"},       {8, ":description"}, {9, ":k"},         {10, ":lease_ms"},
       {11, ":traceparent"}, {12, ":operation"}, {13, ":actor"}, {14, ":now_us"}};
   // charge_complete: charge id, status, capture id, decline code, failure reason, at, response status,
-  // response body, traceparent, attempt no, finished_at, outcome, evidence, http status.
+  // response body, traceparent, attempt no, finished_at, outcome, evidence, http status, owner (NULL: a
+  // transition the acquirer's answer proves, as a capture is).
   const std::map<int, std::string> complete_params = {
       {1, ":b_id"},    {2, ":to"},          {3, ":k"},           {4, "NULL"},    {5, "NULL"},
       {6, ":now_us"},  {7, ":status"},      {8, ":body"},        {9, ":traceparent"}, {10, ":one"},
-      {11, ":now_us"}, {12, ":outcome"},    {13, ":evidence"},   {14, ":status"}};
+      {11, ":now_us"}, {12, ":outcome"},    {13, ":evidence"},   {14, ":status"},     {15, "NULL"}};
 
   std::cout << "\\set k random(1, 9000000000000000000)\n";
   // The intent returns the charge; its columns become b_* variables (b_id is the charge the result updates).

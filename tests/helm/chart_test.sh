@@ -70,7 +70,13 @@ expect_line "$rec" 'args: ["reconciler", "sweep"]' "reconciler"
 expect_line "$rec" "backoffLimit: 0" "reconciler: the next run, not a retry"
 expect_line "$rec" "restartPolicy: Never" "reconciler"
 env_has "$rec" ACQUIRER_API_KEY 'name: charge-outbox-acquirer' || fail "the reconciler's ACQUIRER_API_KEY is not from its Secret"
-env_has "$rec" RECONCILER_NOT_FOUND_POLICY 'value: "fail"' 2 || fail "reconciler.notFoundPolicy"
+env_has "$rec" RECONCILER_NOT_FOUND_POLICY 'value: "resubmit"' 2 || fail "reconciler.notFoundPolicy"
+# One deadline for both daemons, so a takeover and the reconciler apply one policy.
+dl=(--set global.chargeDeadline=90m)
+env_has "$(render reconciler-cronjob "${kafka[@]}" "${acquirer[@]}" "${dl[@]}")" RECONCILER_DEADLINE 'value: "90m"' 2 ||
+  fail "the reconciler's deadline is not global.chargeDeadline"
+env_has "$(render charge-api-deployment "${kafka[@]}" "${acquirer[@]}" "${dl[@]}")" CHARGE_DEADLINE 'value: "90m"' ||
+  fail "charge-api's deadline is not global.chargeDeadline"
 
 # Refused, each with the reason named.
 refused() {  # refused NEEDLE WHAT ARGS...: rendering fails and says NEEDLE

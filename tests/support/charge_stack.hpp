@@ -9,6 +9,7 @@
 
 #include "child_process.hpp"
 #include "http_test_client.hpp"
+#include "pg_test_database.hpp"
 
 namespace charge_outbox::testing {
 
@@ -29,6 +30,13 @@ inline EnvChanges FastChargeApiEnv(const std::string& database_url, int acquirer
                     {"CHARGE_LEASE", "3s"},
                     {"SHUTDOWN_DEADLINE", "2s"},
                     {"FAILPOINTS", std::nullopt}};
+}
+
+// A merchant and its API key, stored hashed as charge-api expects.
+inline void InsertMerchant(const PgTestDatabase& db, const std::string& merchant_id, const std::string& api_key) {
+  db.Execute("INSERT INTO merchants (id, name) VALUES ('" + merchant_id + "', 'merchant " + merchant_id + "')");
+  db.Execute("INSERT INTO api_keys (key_hash, merchant_id, key_prefix) VALUES (sha256(convert_to('" + api_key +
+             "', 'UTF8')), '" + merchant_id + "', 'sk_test')");
 }
 
 // acquirer-sim's ledger entries (`/admin/ledger`), oldest first.

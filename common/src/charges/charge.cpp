@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "charge_outbox/util/sha256.hpp"
 #include "charge_outbox/util/time.hpp"
 
 namespace charge_outbox::charges {
@@ -48,7 +49,11 @@ std::optional<std::string> UuidFromPublicId(std::string_view public_id) {
   return uuid;
 }
 
-std::string AcquirerIdempotencyKey(const Charge& charge) { return charge.merchant_id + ":" + charge.idempotency_key; }
+std::string AcquirerIdempotencyKey(const Charge& charge) {
+  auto scoped = charge.merchant_id + ":" + charge.idempotency_key;
+  if (scoped.size() <= kAcquirerKeyLimit) return scoped;
+  return charge.merchant_id + "#" + util::Sha256Hex(charge.idempotency_key);
+}
 
 std::string FormatTimestamp(Timestamp t) { return util::FormatRfc3339(t); }
 

@@ -6,24 +6,17 @@
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/util/sha256.hpp"
 #include "charge_outbox/util/time.hpp"
-#include "db/db_errors.hpp"
-#include "db/pg_pool.hpp"
+#include "charges/charge_sql.hpp"
 
 namespace charge_outbox::charges {
 namespace {
 
 namespace asio = boost::asio;
 using db::DbResult;
-
-// Every read of a charge returns these columns, in this order (see ReadCharge).
-#define CHARGE_COLUMNS                                                                                         \
-  "c.id::text, c.merchant_id::text, c.idempotency_key, encode(c.request_fingerprint, 'hex'), c.order_id, "    \
-  "c.amount, c.currency, c.payment_method, c.description, c.status::text, c.acquirer_capture_id, "            \
-  "c.decline_code, c.failure_reason, c.owner_id, "                                                           \
-  "COALESCE(GREATEST(0, ceil(extract(epoch FROM c.lease_expires_at - now()) * 1000)), 0)::bigint, "          \
-  "c.response_status, convert_from(c.response_body, 'UTF8'), c.last_sequence, c.attempt_count, "            \
-  "COALESCE(c.traceparent, ''), (extract(epoch FROM c.created_at) * 1000000)::bigint, "                     \
-  "(extract(epoch FROM c.updated_at) * 1000000)::bigint"
+using sql::kChargeColumns;
+using sql::Nullable;
+using sql::ReadCharge;
+using sql::ToParams;
 
 constexpr const char* kAuthenticate = "charge_authenticate";
 constexpr const char* kBegin = "charge_begin";
@@ -36,12 +29,10 @@ constexpr const char* kFinishAttempt = "charge_finish_attempt";
 constexpr const char* kComplete = "charge_complete";
 constexpr const char* kRelease = "charge_release";
 constexpr const char* kCountPending = "charge_count_pending";
-
-// The finishing of an attempt, folded into another statement: a no-op when $N is NULL.
-#define FINISH_ATTEMPT(charge, no, at, outcome, evidence, status)                                             \
-  "UPDATE acquirer_attempts SET finished_at = to_timestamp(" at "::bigint / 1000000.0), outcome = " outcome   \
-  ", evidence = " evidence "::evidence_class, http_status = " status "::smallint "                           \
-  "WHERE charge_id = " charge " AND attempt_no = " no "::integer"
+constexpr const char* kReadByUuid = "charge_read_by_uuid";
+constexpr const char* kFlagForReview = "charge_flag_for_review";
+constexpr const char* kRenewLease = "charge_renew_lease";
+constexpr const char* kAttemptHistory = "charge_attempt_history";
 
 const std::pair<const char*, const char*> kStatements[] = {
     {kAuthenticate,
@@ -83,7 +74,7 @@ const std::pair<const char*, const char*> kStatements[] = {
      "    decline_code = $4, failure_reason = $5, updated_at = to_timestamp($6::bigint / 1000000.0),"
      "    response_status = $7::smallint, response_body = convert_to($8, 'UTF8'),"
      "    last_sequence = last_sequence + 1, owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL"
-     "  WHERE id = $1 AND status = 'pending'"
+     "  WHERE id = $1 AND status = 'pending' AND ($15::text IS NULL OR owner_id = $15)"
      "  RETURNING *"
      "), event AS ("
      "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent)"
@@ -91,9 +82,40 @@ const std::pair<const char*, const char*> kStatements[] = {
      "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), $9"
      "  FROM upd"
      "), attempt AS (" FINISH_ATTEMPT("$1", "$10", "$11", "$12", "$13", "$14") ")"
-     " SELECT true, " CHARGE_COLUMNS " FROM upd c"
-     " UNION ALL"
-     " SELECT false, " CHARGE_COLUMNS " FROM charges c WHERE c.id = $1 AND NOT EXISTS (SELECT 1 FROM upd)"},
+     " SELECT " CHARGE_COLUMNS " FROM upd c"},
+    // The loser of a Complete reads the charge again in a statement of its own: the losing statement's
+    // snapshot was taken before the winner committed, so it would still show `pending`.
+    {kReadByUuid, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.id = $1"},
+    // $1 charge, $2 expected status, $3 reason, $4 at (Unix microseconds), $5 traceparent. The stored first
+    // response goes: from now on a replay answers what the state calls for, as GET does.
+    {kFlagForReview,
+     "WITH upd AS ("
+     "  UPDATE charges SET status = 'needs_review', failure_reason = $3,"
+     "    updated_at = to_timestamp($4::bigint / 1000000.0), last_sequence = last_sequence + 1,"
+     "    response_status = NULL, response_body = NULL,"
+     "    owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL"
+     "  WHERE id = $1 AND status = $2::charge_status AND status NOT IN ('pending', 'needs_review')"
+     "  RETURNING *"
+     "), event AS ("
+     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent)"
+     "  SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.needs_review.v1',"
+     "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), NULLIF($5, '')"
+     "  FROM upd"
+     ") SELECT " CHARGE_COLUMNS " FROM upd c"},
+    {kRenewLease,
+     "UPDATE charges SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'"
+     " WHERE id = $1 AND owner_id = $2 AND status = 'pending' RETURNING 1"},
+    // A capture attempt with evidence not_sent provably never reached the acquirer; an unfinished one
+    // (evidence NULL: its process died, or its finish was never written) may have.
+    {kAttemptHistory,
+     "WITH sent AS ("
+     "  SELECT count(*) AS n, max(started_at) AS last_at FROM acquirer_attempts"
+     "  WHERE charge_id = $1 AND operation = 'capture' AND evidence IS DISTINCT FROM 'not_sent'"
+     ") SELECT sent.n, count(a.attempt_no), (extract(epoch FROM min(a.started_at)) * 1000000)::bigint"
+     " FROM sent LEFT JOIN acquirer_attempts a"
+     "   ON a.charge_id = $1 AND a.operation = 'lookup' AND a.outcome = 'not_found'"
+     "  AND (sent.last_at IS NULL OR a.started_at > sent.last_at)"
+     " GROUP BY sent.n"},
     {kRelease,
      "WITH rel AS ("
      "  UPDATE charges SET owner_id = NULL, lease_expires_at = NULL"
@@ -105,86 +127,9 @@ const std::pair<const char*, const char*> kStatements[] = {
      " AND created_at < now() - $1::bigint * interval '1 millisecond'"},
 };
 
-// pqxx 6 prepares lazily and accepts a re-declaration with the same text, so declaring on every use is
-// cheap and survives reconnects.
-void Prepare(pqxx::connection& conn) {
-  for (const auto& [name, sql] : kStatements) conn.prepare(name, sql);
-}
-
-const char* Nullable(const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; }
-
-std::optional<std::string> OptionalText(const pqxx::field& f) {
-  if (f.is_null()) return std::nullopt;
-  return f.as<std::string>();
-}
-
-Fingerprint FromHex(const std::string& hex) {
-  Fingerprint out{};
-  for (std::size_t i = 0; i < out.size() && 2 * i + 1 < hex.size(); ++i) {
-    out[i] = static_cast<std::uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-  }
-  return out;
-}
-
-Charge ReadCharge(const pqxx::row& row, pqxx::row::size_type first = 0) {
-  auto f = [&](pqxx::row::size_type i) { return row[first + i]; };
-  Charge c;
-  c.id = f(0).as<std::string>();
-  c.merchant_id = f(1).as<std::string>();
-  c.idempotency_key = f(2).as<std::string>();
-  c.fingerprint = FromHex(f(3).as<std::string>());
-  c.order_id = f(4).as<std::string>();
-  c.amount = f(5).as<std::int64_t>();
-  c.currency = f(6).as<std::string>();
-  c.payment_method = f(7).as<std::string>();
-  c.description = OptionalText(f(8));
-  c.status = ParseChargeStatus(f(9).as<std::string>()).value_or(ChargeStatus::kNeedsReview);
-  c.acquirer_capture_id = OptionalText(f(10));
-  c.decline_code = OptionalText(f(11));
-  c.failure_reason = OptionalText(f(12));
-  c.owner_id = OptionalText(f(13));
-  c.lease_remaining = std::chrono::milliseconds{f(14).as<std::int64_t>()};
-  if (!f(15).is_null()) c.response_status = f(15).as<int>();
-  c.response_body = OptionalText(f(16));
-  c.last_sequence = f(17).as<int>();
-  c.attempt_count = f(18).as<int>();
-  c.traceparent = f(19).as<std::string>();
-  c.created_at = util::FromUnixMicros(f(20).as<std::int64_t>());
-  c.updated_at = util::FromUnixMicros(f(21).as<std::int64_t>());
-  return c;
-}
-
-// The attempt-finishing parameters of kComplete/kRelease, all NULL when there is no attempt.
-struct FinishParams {
-  std::optional<std::string> attempt_no, finished_at, outcome, evidence, http_status;
-};
-
-FinishParams ToParams(const std::optional<AttemptFinish>& a) {
-  if (!a) return {};
-  return {std::to_string(a->attempt_no), std::to_string(util::ToUnixMicros(a->finished_at)),
-          std::string(acquirer::ToString(a->outcome)), std::string(acquirer::ToString(a->evidence)),
-          a->http_status ? std::optional(std::to_string(*a->http_status)) : std::nullopt};
-}
-
-// Runs `job` on the pool and converts whatever it throws into a DbError.
 template <typename T, typename Job>
 asio::awaitable<DbResult<T>> RunJob(db::PgPool& pool, Job job) {
-  try {
-    if constexpr (std::is_void_v<T>) {
-      co_await pool.Run([&](pqxx::connection& conn) {
-        Prepare(conn);
-        job(conn);
-      });
-      co_return DbResult<T>{};
-    } else {
-      co_return co_await pool.Run([&](pqxx::connection& conn) {
-        Prepare(conn);
-        return job(conn);
-      });
-    }
-  } catch (...) {
-    co_return db::CurrentDbError();
-  }
+  co_return co_await sql::RunJob<T>(pool, kStatements, std::move(job));
 }
 
 class PgChargeStore final : public ChargeStore {
@@ -213,7 +158,7 @@ class PgChargeStore final : public ChargeStore {
                                         static_cast<std::int64_t>(lease.duration.count()), n.traceparent,
                                         std::string(acquirer::ToString(first.operation)), first.actor,
                                         util::ToUnixMicros(first.started_at));
-        if (!r.empty()) return BeginResult{BeginOutcome::kCreated, ReadCharge(r[0]), 1, r[0][22].as<std::string>()};
+        if (!r.empty()) return BeginResult{BeginOutcome::kCreated, ReadCharge(r[0]), 1, r[0][kChargeColumns].as<std::string>()};
       } catch (const pqxx::broken_connection& e) {
         // The connection died with the statement sent: it may have committed. Never assume either way;
         // the caller calls Begin again with the same lease owner, which inserts or finds its own row.
@@ -266,15 +211,57 @@ class PgChargeStore final : public ChargeStore {
     const auto p = ToParams(attempt);
     const std::optional<std::string> response_status =
         t.response_status ? std::optional(std::to_string(*t.response_status)) : std::nullopt;
+    std::optional<std::string> required_owner;
+    switch (t.basis) {
+      case Basis::kAcquirerAnswer: break;
+      case Basis::kInference:
+        // An inference without an owner could land over another actor's work: a bug, refused loudly.
+        if (t.owner_id.empty()) co_return db::DbError{db::DbErrc::kFailed, "an inferred transition needs its owner"};
+        required_owner = t.owner_id;
+        break;
+    }
     co_return co_await RunJob<CompleteResult>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
       const auto r = tx.exec_prepared(
           kComplete, charge_id, std::string(ToString(t.to)), Nullable(t.acquirer_capture_id), Nullable(t.decline_code),
           Nullable(t.failure_reason), util::ToUnixMicros(t.at), Nullable(response_status), Nullable(t.response_body),
           t.traceparent, Nullable(p.attempt_no), Nullable(p.finished_at), Nullable(p.outcome), Nullable(p.evidence),
-          Nullable(p.http_status));
-      if (r.empty()) throw std::runtime_error("no charge " + charge_id + " to complete");
-      return CompleteResult{r[0][0].as<bool>(), ReadCharge(r[0], 1)};
+          Nullable(p.http_status), Nullable(required_owner));
+      if (!r.empty()) return CompleteResult{true, ReadCharge(r[0])};
+      const auto now = tx.exec_prepared(kReadByUuid, charge_id);
+      if (now.empty()) throw std::runtime_error("no charge " + charge_id + " to complete");
+      return CompleteResult{false, ReadCharge(now[0])};
+    });
+  }
+
+  asio::awaitable<DbResult<std::optional<Charge>>> FlagForReview(const std::string& charge_id, ChargeStatus expected,
+                                                                 const std::string& reason, Timestamp at,
+                                                                 const std::string& traceparent) override {
+    const std::string status(ToString(expected));
+    co_return co_await RunJob<std::optional<Charge>>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      const auto r = tx.exec_prepared(kFlagForReview, charge_id, status, reason, util::ToUnixMicros(at), traceparent);
+      return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
+    });
+  }
+
+  asio::awaitable<DbResult<bool>> RenewLease(const std::string& charge_id, const std::string& owner_id,
+                                             std::chrono::milliseconds lease) override {
+    co_return co_await RunJob<bool>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      return !tx.exec_prepared(kRenewLease, charge_id, owner_id, static_cast<std::int64_t>(lease.count())).empty();
+    });
+  }
+
+  asio::awaitable<DbResult<AttemptHistory>> ReadAttemptHistory(const std::string& charge_id) override {
+    co_return co_await RunJob<AttemptHistory>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      const auto r = tx.exec_prepared1(kAttemptHistory, charge_id);
+      AttemptHistory history;
+      history.capture_may_have_left = r[0].as<std::int64_t>() > 0;
+      history.not_found_looks = static_cast<int>(r[1].as<std::int64_t>());
+      if (!r[2].is_null()) history.first_not_found_at = util::FromUnixMicros(r[2].as<std::int64_t>());
+      return history;
     });
   }
 

@@ -4,32 +4,22 @@
 
 #include "charge_outbox/charges/reconciliation_store.hpp"
 #include "charge_outbox/util/time.hpp"
-#include "db/db_errors.hpp"
-#include "db/pg_pool.hpp"
+#include "charges/charge_sql.hpp"
 
 namespace charge_outbox::charges {
 namespace {
 
 namespace asio = boost::asio;
 using db::DbResult;
-
-// The columns of a charge the reconciler reads, in ReadCharge's order. The request fingerprint and the
-// stored response are charge-api's business and stay out.
-#define RECONCILER_CHARGE_COLUMNS                                                                           \
-  "c.id::text, c.merchant_id::text, c.idempotency_key, c.order_id, c.amount, c.currency, c.payment_method, " \
-  "c.description, c.status::text, c.acquirer_capture_id, c.decline_code, c.failure_reason, c.owner_id, "    \
-  "c.last_sequence, c.attempt_count, COALESCE(c.traceparent, ''), "                                         \
-  "(extract(epoch FROM c.created_at) * 1000000)::bigint, (extract(epoch FROM c.updated_at) * 1000000)::bigint"
-constexpr pqxx::row::size_type kChargeColumns = 18;
+using sql::kChargeColumns;
+using sql::Nullable;
+using sql::ReadCharge;
 
 constexpr const char* kClaimDue = "reconciler_claim_due";
-constexpr const char* kRenewClaim = "reconciler_renew_claim";
 constexpr const char* kReschedule = "reconciler_reschedule";
 constexpr const char* kReleaseAll = "reconciler_release_all";
-constexpr const char* kNotFoundHistory = "reconciler_not_found_history";
 constexpr const char* kCapturedInWindow = "reconciler_captured_in_window";
 constexpr const char* kFindByIds = "reconciler_find_by_ids";
-constexpr const char* kFlagForReview = "reconciler_flag_for_review";
 
 const std::pair<const char*, const char*> kStatements[] = {
     // $1 grace (ms), $2 the cursor (created_at text), $3 limit, $4 owner, $5 lease (ms).
@@ -54,11 +44,8 @@ const std::pair<const char*, const char*> kStatements[] = {
      "  UPDATE charges c SET owner_id = $4, lease_expires_at = now() + $5::bigint * interval '1 millisecond'"
      "  FROM due WHERE c.id = due.id"
      "  RETURNING c.*"
-     ") SELECT " RECONCILER_CHARGE_COLUMNS ", c.check_count, c.created_at::text"
+     ") SELECT " CHARGE_COLUMNS ", c.check_count, c.created_at::text"
      " FROM claimed c ORDER BY c.created_at, c.id"},
-    {kRenewClaim,
-     "UPDATE charges SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'"
-     " WHERE id = $1 AND owner_id = $2 AND status = 'pending' RETURNING 1"},
     // $1 charge, $2 owner, $3 delay (ms), $4.. the attempt to finish (all NULL: none).
     {kReschedule,
      "WITH upd AS ("
@@ -66,84 +53,23 @@ const std::pair<const char*, const char*> kStatements[] = {
      "    check_count = check_count + 1, owner_id = NULL, lease_expires_at = NULL"
      "  WHERE id = $1 AND owner_id = $2 AND status = 'pending'"
      "  RETURNING id"
-     "), attempt AS ("
-     "  UPDATE acquirer_attempts SET finished_at = to_timestamp($5::bigint / 1000000.0), outcome = $6,"
-     "    evidence = $7::evidence_class, http_status = $8::smallint"
-     "  WHERE charge_id = $1 AND attempt_no = $4::integer"
-     ") SELECT count(*) FROM upd"},
+     "), attempt AS (" FINISH_ATTEMPT("$1", "$4", "$5", "$6", "$7", "$8") ")"
+     " SELECT count(*) FROM upd"},
     {kReleaseAll,
      "WITH rel AS ("
      "  UPDATE charges SET owner_id = NULL, lease_expires_at = NULL"
      "  WHERE owner_id = $1 AND status = 'pending' RETURNING 1"
      ") SELECT count(*) FROM rel"},
-    // A capture attempt with evidence not_sent provably never reached the acquirer; an unfinished one
-    // (evidence NULL: its process died) may have.
-    {kNotFoundHistory,
-     "WITH last_capture AS ("
-     "  SELECT max(started_at) AS at FROM acquirer_attempts"
-     "  WHERE charge_id = $1 AND operation = 'capture' AND evidence IS DISTINCT FROM 'not_sent'"
-     ") SELECT count(*), (extract(epoch FROM min(a.started_at)) * 1000000)::bigint"
-     " FROM acquirer_attempts a, last_capture"
-     " WHERE a.charge_id = $1 AND a.operation = 'lookup' AND a.outcome = 'not_found'"
-     "   AND (last_capture.at IS NULL OR a.started_at > last_capture.at)"},
     // $1 from, $2 to, $3 created after (Unix microseconds).
     {kCapturedInWindow,
-     "SELECT " RECONCILER_CHARGE_COLUMNS " FROM charges c"
+     "SELECT " CHARGE_COLUMNS " FROM charges c"
      " WHERE c.status = 'captured'"
      "   AND c.created_at >= to_timestamp($3::bigint / 1000000.0)"
      "   AND c.created_at < to_timestamp($2::bigint / 1000000.0)"
      "   AND c.updated_at >= to_timestamp($1::bigint / 1000000.0)"
      " ORDER BY c.created_at, c.id"},
-    {kFindByIds, "SELECT " RECONCILER_CHARGE_COLUMNS " FROM charges c WHERE c.id = ANY($1::uuid[])"},
-    // $1 charge, $2 expected status, $3 reason, $4 at (Unix microseconds), $5 traceparent.
-    {kFlagForReview,
-     "WITH upd AS ("
-     "  UPDATE charges SET status = 'needs_review', failure_reason = $3,"
-     "    updated_at = to_timestamp($4::bigint / 1000000.0), last_sequence = last_sequence + 1,"
-     "    owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL"
-     "  WHERE id = $1 AND status = $2::charge_status AND status NOT IN ('pending', 'needs_review')"
-     "  RETURNING *"
-     "), event AS ("
-     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent)"
-     "  SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.needs_review.v1',"
-     "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), NULLIF($5, '')"
-     "  FROM upd"
-     ") SELECT count(*) FROM upd"},
+    {kFindByIds, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.id = ANY($1::uuid[])"},
 };
-
-void Prepare(pqxx::connection& conn) {
-  for (const auto& [name, sql] : kStatements) conn.prepare(name, sql);
-}
-
-const char* Nullable(const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; }
-
-std::optional<std::string> OptionalText(const pqxx::field& f) {
-  if (f.is_null()) return std::nullopt;
-  return f.as<std::string>();
-}
-
-Charge ReadCharge(const pqxx::row& row) {
-  Charge c;
-  c.id = row[0].as<std::string>();
-  c.merchant_id = row[1].as<std::string>();
-  c.idempotency_key = row[2].as<std::string>();
-  c.order_id = row[3].as<std::string>();
-  c.amount = row[4].as<std::int64_t>();
-  c.currency = row[5].as<std::string>();
-  c.payment_method = row[6].as<std::string>();
-  c.description = OptionalText(row[7]);
-  c.status = ParseChargeStatus(row[8].as<std::string>()).value_or(ChargeStatus::kNeedsReview);
-  c.acquirer_capture_id = OptionalText(row[9]);
-  c.decline_code = OptionalText(row[10]);
-  c.failure_reason = OptionalText(row[11]);
-  c.owner_id = OptionalText(row[12]);
-  c.last_sequence = row[13].as<int>();
-  c.attempt_count = row[14].as<int>();
-  c.traceparent = row[15].as<std::string>();
-  c.created_at = util::FromUnixMicros(row[16].as<std::int64_t>());
-  c.updated_at = util::FromUnixMicros(row[17].as<std::int64_t>());
-  return c;
-}
 
 std::vector<Charge> ReadCharges(const pqxx::result& r) {
   std::vector<Charge> out;
@@ -152,17 +78,9 @@ std::vector<Charge> ReadCharges(const pqxx::result& r) {
   return out;
 }
 
-// Runs `job` on the pool and converts whatever it throws into a DbError.
 template <typename T, typename Job>
 asio::awaitable<DbResult<T>> RunJob(db::PgPool& pool, Job job) {
-  try {
-    co_return co_await pool.Run([&](pqxx::connection& conn) {
-      Prepare(conn);
-      return job(conn);
-    });
-  } catch (...) {
-    co_return db::CurrentDbError();
-  }
+  co_return co_await sql::RunJob<T>(pool, kStatements, std::move(job));
 }
 
 std::int64_t Millis(std::chrono::milliseconds d) { return static_cast<std::int64_t>(d.count()); }
@@ -193,30 +111,15 @@ class PgReconciliationStore final : public ReconciliationStore {
     });
   }
 
-  asio::awaitable<DbResult<bool>> RenewClaim(const std::string& charge_id, const std::string& owner_id,
-                                             std::chrono::milliseconds lease) override {
-    co_return co_await RunJob<bool>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      return !tx.exec_prepared(kRenewClaim, charge_id, owner_id, Millis(lease)).empty();
-    });
-  }
-
   asio::awaitable<DbResult<bool>> Reschedule(const std::string& charge_id, const std::string& owner_id,
                                              std::chrono::milliseconds delay,
                                              const std::optional<AttemptFinish>& attempt) override {
-    std::optional<std::string> attempt_no, finished_at, outcome, evidence, http_status;
-    if (attempt) {
-      attempt_no = std::to_string(attempt->attempt_no);
-      finished_at = std::to_string(util::ToUnixMicros(attempt->finished_at));
-      outcome = std::string(acquirer::ToString(attempt->outcome));
-      evidence = std::string(acquirer::ToString(attempt->evidence));
-      if (attempt->http_status) http_status = std::to_string(*attempt->http_status);
-    }
+    const auto p = sql::ToParams(attempt);
     co_return co_await RunJob<bool>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kReschedule, charge_id, owner_id, Millis(delay), Nullable(attempt_no),
-                                      Nullable(finished_at), Nullable(outcome), Nullable(evidence),
-                                      Nullable(http_status));
+      const auto r = tx.exec_prepared(kReschedule, charge_id, owner_id, Millis(delay), Nullable(p.attempt_no),
+                                      Nullable(p.finished_at), Nullable(p.outcome), Nullable(p.evidence),
+                                      Nullable(p.http_status));
       return r[0][0].as<std::int64_t>() > 0;
     });
   }
@@ -225,17 +128,6 @@ class PgReconciliationStore final : public ReconciliationStore {
     co_return co_await RunJob<int>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
       return static_cast<int>(tx.exec_prepared(kReleaseAll, owner_id)[0][0].as<std::int64_t>());
-    });
-  }
-
-  asio::awaitable<DbResult<NotFoundHistory>> ReadNotFoundHistory(const std::string& charge_id) override {
-    co_return co_await RunJob<NotFoundHistory>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kNotFoundHistory, charge_id);
-      NotFoundHistory history;
-      history.looks = static_cast<int>(r[0][0].as<std::int64_t>());
-      if (!r[0][1].is_null()) history.first_look_at = util::FromUnixMicros(r[0][1].as<std::int64_t>());
-      return history;
     });
   }
 
@@ -259,17 +151,6 @@ class PgReconciliationStore final : public ReconciliationStore {
     co_return co_await RunJob<std::vector<Charge>>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
       return ReadCharges(tx.exec_prepared(kFindByIds, array));
-    });
-  }
-
-  asio::awaitable<DbResult<bool>> FlagForReview(const std::string& charge_id, ChargeStatus expected,
-                                                const std::string& reason, Timestamp at,
-                                                const std::string& traceparent) override {
-    const std::string status(ToString(expected));
-    co_return co_await RunJob<bool>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      return tx.exec_prepared(kFlagForReview, charge_id, status, reason, util::ToUnixMicros(at), traceparent)[0][0]
-                 .as<std::int64_t>() > 0;
     });
   }
 

@@ -17,6 +17,16 @@ std::string_view ToString(DbErrc code) {
   return "unknown";
 }
 
+bool IsTransient(const DbError& error) {
+  switch (error.code) {
+    case DbErrc::kUnavailable:
+    case DbErrc::kOverloaded:
+    case DbErrc::kInDoubt: return true;
+    case DbErrc::kFailed: return false;
+  }
+  return false;
+}
+
 void throw_exception_from_error(const DbError& error, const boost::source_location& location) {
   throw std::runtime_error("database " + std::string(ToString(error.code)) + " at " + location.to_string() + ": " +
                            error.detail);

@@ -27,6 +27,20 @@ namespace asio = boost::asio;
 namespace bhttp = boost::beast::http;
 namespace json = boost::json;
 using http::Reply;
+
+}  // namespace
+
+std::string_view ToString(RequestKind kind) {
+  switch (kind) {
+    case RequestKind::kCapture: return "capture";
+    case RequestKind::kLookup: return "lookup";
+    case RequestKind::kVoid: return "void";
+    case RequestKind::kList: return "list";
+  }
+  return "?";
+}
+
+namespace {
 using http::Response;
 using http::Status;
 
@@ -342,19 +356,31 @@ asio::awaitable<Reply> AcquirerSim::Handle(http::Request request) {
     }
     constexpr std::string_view kCaptures = "/v1/captures";
     if (path == kCaptures) {
-      if (method == bhttp::verb::post) co_return co_await HandleCapture(request, *merchant);
-      if (method == bhttp::verb::get) co_return co_await HandleQuery(*merchant, query);
+      if (method == bhttp::verb::post) {
+        Count(RequestKind::kCapture);
+        co_return co_await HandleCapture(request, *merchant);
+      }
+      if (method == bhttp::verb::get) {
+        Count(query.find("idempotency_key=") == std::string_view::npos ? RequestKind::kList : RequestKind::kLookup);
+        co_return co_await HandleQuery(*merchant, query);
+      }
       co_return Answer(MethodNotAllowed("GET, POST"));
     }
     if (path.starts_with(kCaptures) && path.size() > kCaptures.size() + 1 && path[kCaptures.size()] == '/') {
       const std::string_view rest = path.substr(kCaptures.size() + 1);
       const auto slash = rest.find('/');
       if (slash == std::string_view::npos) {
-        if (method == bhttp::verb::get) co_return co_await HandleGetById(*merchant, rest);
+        if (method == bhttp::verb::get) {
+          Count(RequestKind::kLookup);
+          co_return co_await HandleGetById(*merchant, rest);
+        }
         co_return Answer(MethodNotAllowed("GET"));
       }
       if (rest.substr(slash) == "/void" && slash > 0) {
-        if (method == bhttp::verb::post) co_return co_await HandleVoid(request, *merchant, rest.substr(0, slash));
+        if (method == bhttp::verb::post) {
+          Count(RequestKind::kVoid);
+          co_return co_await HandleVoid(request, *merchant, rest.substr(0, slash));
+        }
         co_return Answer(MethodNotAllowed("POST"));
       }
     }
@@ -378,6 +404,11 @@ asio::awaitable<Reply> AcquirerSim::Handle(http::Request request) {
     json::object stats;
     stats["captures"] = store_.CaptureCount();
     stats["in_flight"] = store_.InFlightCount();
+    json::object requests;
+    for (const auto kind : {RequestKind::kCapture, RequestKind::kLookup, RequestKind::kVoid, RequestKind::kList}) {
+      requests[ToString(kind)] = requests_[static_cast<std::size_t>(kind)].load();
+    }
+    stats["requests"] = std::move(requests);
     co_return Answer(http::JsonResponse(Status::ok, stats));
   }
   if (path == "/admin/reset") {
@@ -647,6 +678,7 @@ Response AcquirerSim::Ledger() const {
 Response AcquirerSim::Reset() {
   if (!store_.Reset()) return StorageUnavailable();
   faults_.Reset();
+  for (auto& count : requests_) count = 0;
   spdlog::info("reset: captures, voids and declines forgotten, log emptied, fault profile back to its start-up value");
   return http::JsonResponse(Status::ok, std::string(R"({"status":"reset"})"));
 }

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -57,6 +59,11 @@ boost::system::result<CaptureRequest, FieldProblem> ParseCaptureRequest(std::str
 // 1 to 255 visible ASCII characters, as charge-api requires of its own clients.
 bool IsValidIdempotencyKey(std::string_view key);
 
+// The authenticated requests /admin/stats counts, by kind: a test can prove a call never reached the
+// acquirer (an attempt that could not be recorded is not sent).
+enum class RequestKind { kCapture, kLookup, kVoid, kList };
+std::string_view ToString(RequestKind kind);
+
 class AcquirerSim {
  public:
   // Opens the log in config.data_dir and replays it. Throws LogError if it cannot (a start-up error).
@@ -87,6 +94,7 @@ class AcquirerSim {
   http::Response Reset();
   // The merchant the Authorization header names, or std::nullopt for a missing or unknown credential.
   std::optional<MerchantIndex> Authenticate(const http::Request& request) const;
+  void Count(RequestKind kind) { ++requests_[static_cast<std::size_t>(kind)]; }
 
   const Clock& clock_;
   CaptureLogFile log_;
@@ -94,6 +102,7 @@ class AcquirerSim {
   FaultEngine faults_;
   std::vector<std::pair<std::string, MerchantIndex>> credentials_;
   std::size_t replayed_records_ = 0;
+  std::array<std::atomic<std::uint64_t>, 4> requests_{};  // by RequestKind, since start or reset
   http::Server server_;  // last: destroyed first, so no handler outlives what it uses
 };
 

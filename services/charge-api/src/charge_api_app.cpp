@@ -59,6 +59,12 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
                                               "acquirer.request_timeout (" + std::to_string(busiest.count()) +
                                               "ms), or a request still working could be taken over");
   }
+  // The reconciler's `reconciler.deadline`, the same value: past it a takeover no longer captures.
+  c.deadline = r.Duration("charge.deadline", std::chrono::hours{1}, seconds{1}, std::chrono::hours{24 * 30});
+  if (c.deadline <= c.lease) {
+    throw config::ConfigError("charge.deadline", "must be longer than charge.lease, or a charge could pass its "
+                                                 "deadline while its first request still works on it");
+  }
   c.pending_overdue_after = r.Duration("charge.pending_overdue_after", std::chrono::minutes{10}, seconds{1});
   c.pending_overdue_refresh = r.Duration("metrics.pending_overdue_refresh", seconds{15}, milliseconds{100});
   c.auth_cache_ttl = r.Duration("auth.cache_ttl", seconds{30}, milliseconds{0}, std::chrono::hours{1});
@@ -81,7 +87,7 @@ struct ChargeApiApp::Parts {
         acquirer_client(background.get_executor(), config.acquirer),
         policy(config.acquirer.retry, std::make_shared<acquirer::Mt19937RandomSource>()),
         service(*store, acquirer_client, policy, clock, probe,
-                {.instance_id = config.instance_id, .lease = config.lease}),
+                {.instance_id = config.instance_id, .lease = config.lease, .deadline = config.deadline}),
         keys(*store, config.auth_cache_ttl),
         router(service, keys, database, db::EmbeddedSchemaVersion(), *registry, probe),
         server(config.http, [this](http::Request request) { return router.Handle(std::move(request)); }) {}

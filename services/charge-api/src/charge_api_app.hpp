@@ -21,6 +21,7 @@ struct ChargeApiConfig {
   acquirer::AcquirerClientConfig acquirer;
   std::string instance_id;
   std::chrono::milliseconds lease{};
+  std::chrono::milliseconds deadline{};
   std::chrono::milliseconds pending_overdue_after{};
   std::chrono::milliseconds pending_overdue_refresh{};
   std::chrono::milliseconds auth_cache_ttl{};

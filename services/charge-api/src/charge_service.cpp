@@ -2,11 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
-
+#include "charge_outbox/charges/settlement.hpp"
+#include "charge_outbox/db/retry.hpp"
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/log/log.hpp"
 
@@ -14,8 +11,6 @@ namespace charge_outbox::charge_api {
 namespace {
 
 namespace asio = boost::asio;
-using acquirer::EvidenceClass;
-using acquirer::OutcomeKind;
 using charges::BeginOutcome;
 using charges::ChargeStatus;
 
@@ -37,111 +32,6 @@ std::string OutcomeLabel(const charges::Charge& c) {
 }
 
 }  // namespace
-
-std::optional<charges::Transition> DecideTransition(const acquirer::RetryRun& run) {
-  const auto& last = run.last();
-  charges::Transition t;
-  switch (last.kind) {
-    case OutcomeKind::kCaptured:
-      t.to = ChargeStatus::kCaptured;
-      t.acquirer_capture_id = last.capture ? std::optional(last.capture->id) : std::nullopt;
-      return t;
-    case OutcomeKind::kDeclined:
-      t.to = ChargeStatus::kFailed;
-      t.decline_code = last.decline_code.value_or("declined");
-      return t;
-    case OutcomeKind::kMismatch:
-      // The acquirer holds a capture under our key that is not what we asked for: a human decides.
-      t.to = ChargeStatus::kNeedsReview;
-      t.failure_reason = "acquirer_capture_mismatch";
-      t.acquirer_capture_id = last.capture ? std::optional(last.capture->id) : std::nullopt;
-      return t;
-    case OutcomeKind::kContractError:
-      // The acquirer refused the request itself (credentials, format, key reused with another body).
-      // Whether an earlier attempt of this run captured is not proven either way: a human decides.
-      t.to = ChargeStatus::kNeedsReview;
-      t.failure_reason = "acquirer_rejected_request";
-      return t;
-    case OutcomeKind::kNotSent:
-    case OutcomeKind::kTimedOut:
-    case OutcomeKind::kConnectionDropped:
-    case OutcomeKind::kServerError:
-    case OutcomeKind::kUnavailable:
-    case OutcomeKind::kThrottled:
-    case OutcomeKind::kInFlight:
-    case OutcomeKind::kUntrustedResponse:
-    case OutcomeKind::kNotFound:
-    case OutcomeKind::kVoided:
-    case OutcomeKind::kPage:
-      // Only a run in which no attempt ever left the process proves nothing was captured.
-      if (run.evidence() == EvidenceClass::kNotSent) {
-        t.to = ChargeStatus::kFailed;
-        t.failure_reason = "acquirer_unreachable";
-        return t;
-      }
-      return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-// Records each acquirer attempt in acquirer_attempts as it happens: started before a byte is sent (so a
-// crash mid-call leaves it on record), finished when it ends. The last attempt's finish is handed to the
-// statement that completes or releases the charge, saving a round trip on the common path.
-class ChargeService::AttemptRecorder final : public acquirer::AttemptObserver {
- public:
-  AttemptRecorder(charges::ChargeStore& store, ChargeApiProbe& probe, std::string charge_id,
-                  acquirer::Operation operation, bool first_recorded_with_intent)
-      : store_(store),
-        probe_(probe),
-        charge_id_(std::move(charge_id)),
-        operation_(operation),
-        first_recorded_(first_recorded_with_intent) {}
-
-  asio::awaitable<void> OnAttemptStarted(const acquirer::AttemptContext& attempt,
-                                         std::chrono::system_clock::time_point started_at) override {
-    co_await FlushFinish();
-    started_ = std::chrono::steady_clock::now();
-    if (attempt.attempt_no == 1 && first_recorded_) {
-      current_ = 1;
-      co_return;
-    }
-    // Named, not a braced temporary in the co_await expression: GCC 12 destroys such temporaries twice.
-    const charges::AttemptStart start{attempt.request_id, operation_, kActor, started_at};
-    const auto r = co_await store_.StartAttempt(charge_id_, start);
-    current_ = r ? *r : 0;
-    if (!r) spdlog::warn("attempt of charge {} not recorded: {}", charge_id_, r.error().detail);
-  }
-
-  asio::awaitable<void> OnAttemptFinished(const acquirer::AttemptRecord& record) override {
-    probe_.OnAcquirerCall(record.outcome, std::chrono::steady_clock::now() - started_);
-    if (current_ > 0) {
-      pending_ = charges::AttemptFinish{current_, record.finished_at, record.outcome.kind, record.outcome.evidence(),
-                                        record.outcome.http_status};
-    }
-    co_return;
-  }
-
-  // Writes the finish of the previous attempt (only between attempts of a retried run).
-  asio::awaitable<void> FlushFinish() {
-    if (!pending_) co_return;
-    const auto finish = *std::exchange(pending_, std::nullopt);
-    const auto r = co_await store_.FinishAttempt(charge_id_, finish);
-    if (!r) spdlog::warn("attempt {} of charge {} not finished on record: {}", finish.attempt_no, charge_id_,
-                         r.error().detail);
-  }
-
-  std::optional<charges::AttemptFinish> TakeLastFinish() { return std::exchange(pending_, std::nullopt); }
-
- private:
-  charges::ChargeStore& store_;
-  ChargeApiProbe& probe_;
-  std::string charge_id_;
-  acquirer::Operation operation_;
-  bool first_recorded_;
-  int current_ = 0;
-  std::chrono::steady_clock::time_point started_{};
-  std::optional<charges::AttemptFinish> pending_;
-};
 
 ChargeService::ChargeService(charges::ChargeStore& store, acquirer::AcquirerClient& acquirer,
                              const acquirer::RetryPolicy& policy, acquirer::RetryClock& clock, ChargeApiProbe& probe,
@@ -192,7 +82,9 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   switch (begun->outcome) {
     case BeginOutcome::kFingerprintMismatch:
       co_return ToResponse(ApiError{ApiErrc::kIdempotencyKeyReused, "", "", {}, charge.public_id()});
-    case BeginOutcome::kFinished: co_return Replay(charge);
+    case BeginOutcome::kFinished:
+      probe_.OnReplay();
+      co_return AnswerFor(charge, true);
     case BeginOutcome::kInFlight: {
       probe_.OnInFlightConflict();
       const auto retry_after = std::chrono::ceil<std::chrono::seconds>(charge.lease_remaining);
@@ -202,7 +94,7 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
       if (co_await failpoints::HitAsync("charge.after_intent_commit")) {
         co_return co_await GiveUp(charge, lease, std::nullopt);
       }
-      co_return co_await Capture(charge, lease, begun->first_request_id, cmd.trace);
+      co_return co_await Capture(charge, lease, charges::RunKind::kFirstCapture, begun->first_request_id, cmd.trace);
     case BeginOutcome::kTakenOver: {
       log::ScopedTraceId scope(cmd.trace.trace_id);
       spdlog::info("charge {} taken over from a gone owner; asking the acquirer first", charge.public_id());
@@ -213,88 +105,154 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
 }
 
 asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& charge, const charges::Lease& lease,
+                                                       charges::RunKind kind,
                                                        std::optional<std::string> recorded_first_request,
                                                        const trace::TraceContext& trace) {
-  AttemptRecorder recorder(store_, probe_, charge.id, acquirer::Operation::kCapture, recorded_first_request.has_value());
+  // Attempt 1 of the first run was recorded with the intent, under the request id sent on the wire.
+  charges::AttemptRecorder recorder(store_, charge.id, acquirer::Operation::kCapture, kActor,
+                                    recorded_first_request ? std::optional(1) : std::nullopt);
   const acquirer::CaptureRequest request{charges::AcquirerIdempotencyKey(charge), charge.amount, charge.currency,
                                          charge.public_id(), charge.payment_method};
-  acquirer::AttemptFunction attempt_capture =
-      [&](acquirer::AttemptContext attempt) -> asio::awaitable<acquirer::AttemptOutcome> {
-    co_return co_await acquirer_.Capture(request, attempt.request_id);
+  const auto capture_call = [&](std::string request_id) -> asio::awaitable<acquirer::AttemptOutcome> {
+    const auto started = std::chrono::steady_clock::now();
+    auto outcome = co_await acquirer_.Capture(request, std::move(request_id));
+    probe_.OnAcquirerCall(outcome, std::chrono::steady_clock::now() - started);
+    co_return outcome;
   };
-  // Attempt 1 uses the request id recorded with the intent, so the attempts row and the wire agree.
-  auto run = co_await acquirer::RunWithRetries(policy_, clock_, attempt_capture, &recorder, recorded_first_request);
+  const auto run = co_await charges::RunRecorded(policy_, clock_, recorder, capture_call, recorded_first_request);
   if (co_await failpoints::HitAsync("charge.after_acquirer_response")) {
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
   }
-  co_return co_await Finish(charge, lease, run, recorder, trace);
+  const auto facts = charges::FactsOf(kind, run);
+  auto charge_facts = charges::ChargeFacts{PastDeadline(charge), std::nullopt};
+  if (facts.never_sent && kind == charges::RunKind::kFirstCapture) {
+    charge_facts = co_await FactsAfterNeverSent(charge, recorder);
+  }
+  const auto reading = charges::ReadRun(facts, charge_facts);
+  switch (reading.finding) {
+    case charges::Finding::kSettled:
+      co_return co_await Settle(charge, lease, reading.transition, recorder, trace);
+    case charges::Finding::kUnanswered:
+    case charges::Finding::kNotVisible:
+    case charges::Finding::kCaptureToVoid: break;
+  }
+  {
+    log::ScopedTraceId scope(trace.trace_id);
+    spdlog::info("charge {} pending: acquirer outcome unknown ({}: {})", charge.public_id(),
+                 acquirer::ToString(run.last().kind), reading.why);
+  }
+  co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+}
+
+asio::awaitable<charges::ChargeFacts> ChargeService::FactsAfterNeverSent(const charges::Charge& charge,
+                                                                         charges::AttemptRecorder& recorder) {
+  // With this run's own attempts finished on record as not_sent, any capture attempt on record that may
+  // have left is someone else's (or an unwritten finish): then "nothing was captured" is not proven.
+  charges::ChargeFacts facts{PastDeadline(charge), std::nullopt};
+  if (!co_await recorder.FlushFinish()) co_return facts;
+  const auto history_call = [&] { return store_.ReadAttemptHistory(charge.id); };
+  const auto history = co_await db::WithDbRetries(history_call);
+  if (!history) {
+    spdlog::warn("charge {}: attempt history not read ({}); nothing concluded from attempts not sent",
+                 charge.public_id(), history.error().detail);
+    co_return facts;
+  }
+  facts.history = *history;
+  co_return facts;
 }
 
 asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& charge, const charges::Lease& lease,
                                                         const trace::TraceContext& trace) {
-  AttemptRecorder recorder(store_, probe_, charge.id, acquirer::Operation::kLookup, false);
+  const bool past_deadline = PastDeadline(charge);
+  charges::AttemptRecorder recorder(store_, charge.id, acquirer::Operation::kLookup, kActor);
   const acquirer::LookupRequest lookup{charges::AcquirerIdempotencyKey(charge),
                                        acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
-  auto run = co_await acquirer::LookupWithRetries(acquirer_, lookup, policy_, clock_, &recorder);
-  if (run.last().kind == OutcomeKind::kNotFound) {
-    // Not visible at the acquirer: capture with the same key. If an earlier capture is merely not visible
-    // yet, the acquirer deduplicates by key and answers with it.
-    co_await recorder.FlushFinish();
-    co_return co_await Capture(charge, lease, std::nullopt, trace);
-  }
-  co_return co_await Finish(charge, lease, run, recorder, trace);
-}
-
-asio::awaitable<http::Response> ChargeService::Finish(const charges::Charge& charge, const charges::Lease& lease,
-                                                      const acquirer::RetryRun& run, AttemptRecorder& recorder,
-                                                      const trace::TraceContext& trace) {
+  const auto lookup_call = [&](std::string request_id) -> asio::awaitable<acquirer::AttemptOutcome> {
+    const auto started = std::chrono::steady_clock::now();
+    auto outcome = co_await acquirer_.LookupByKey(lookup, std::move(request_id));
+    probe_.OnAcquirerCall(outcome, std::chrono::steady_clock::now() - started);
+    co_return outcome;
+  };
+  const auto run = co_await charges::RunRecorded(policy_, clock_, recorder, lookup_call);
+  const auto reading = charges::ReadRun(charges::FactsOf(charges::RunKind::kLookup, run),
+                                        charges::ChargeFacts{past_deadline, std::nullopt});
   log::ScopedTraceId scope(trace.trace_id);
-  auto transition = DecideTransition(run);
-  if (!transition) {
-    spdlog::info("charge {} pending: acquirer outcome unknown ({})", charge.public_id(),
-                 acquirer::ToString(run.last().kind));
+  switch (reading.finding) {
+    case charges::Finding::kSettled:
+      co_return co_await Settle(charge, lease, reading.transition, recorder, trace);
+    case charges::Finding::kUnanswered:
+      spdlog::info("charge {} pending: the lookup got no answer ({})", charge.public_id(),
+                   acquirer::ToString(run.last().kind));
+      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+    case charges::Finding::kCaptureToVoid:
+      spdlog::info("charge {} captured at the acquirer but past its deadline: left to the reconciler, which voids it",
+                   charge.public_id());
+      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+    case charges::Finding::kNotVisible: break;
+  }
+  if (past_deadline) {
+    spdlog::info("charge {} not found at the acquirer and past its deadline: not captured now; left to the "
+                 "reconciler", charge.public_id());
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
   }
-
-  transition->at = clock_.WallNow();
-  transition->traceparent = trace.ToTraceparent();
-  charges::Charge after = charge;
-  after.status = transition->to;
-  if (transition->acquirer_capture_id) after.acquirer_capture_id = transition->acquirer_capture_id;
-  after.decline_code = transition->decline_code;
-  after.failure_reason = transition->failure_reason;
-  after.updated_at = std::chrono::time_point_cast<std::chrono::milliseconds>(transition->at);
-  transition->at = after.updated_at;
-  const auto response = ResponseFor(after);
-  transition->response_status = response.status;
-  transition->response_body = response.body;
-
-  auto finish = recorder.TakeLastFinish();
-  auto done = co_await store_.Complete(charge.id, *transition, finish);
-  // Transient database trouble: the statement is idempotent (applied once, then a no-op), so retry it a
-  // few times; an in-doubt commit is settled the same way, by what the row says now.
-  for (int retry = 0; !done && retry < 3 && done.error().code != db::DbErrc::kFailed; ++retry) {
-    spdlog::warn("completing charge {} failed ({}); retrying", charge.public_id(), done.error().detail);
-    asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds{100 << retry});
-    co_await timer.async_wait(asio::use_awaitable);
-    done = co_await store_.Complete(charge.id, *transition, finish);
+  // Not visible at the acquirer: capture with the same key. If an earlier capture is merely not visible
+  // yet, the acquirer deduplicates by key and answers with it. The lease is renewed first, so the capture
+  // has a whole lease of its own, as the lookup had.
+  co_await recorder.FlushFinish();
+  const auto renew_call = [&] { return store_.RenewLease(charge.id, lease.owner_id, lease.duration); };
+  const auto renewed = co_await db::WithDbRetries(renew_call);
+  if (!renewed) {
+    spdlog::warn("charge {}: lease not renewed ({}); not capturing", charge.public_id(), renewed.error().detail);
+    co_return co_await GiveUp(charge, lease, std::nullopt);
   }
-  if (!done) {
+  if (!*renewed) {
+    spdlog::info("charge {} is no longer ours (resolved or taken over); not capturing", charge.public_id());
+    const auto now = co_await store_.FindById(charge.merchant_id, charge.id);
+    co_return now && *now ? AnswerFor(**now, false) : ToHttp(ResponseFor(charge), charge.public_id(), false);
+  }
+  co_return co_await Capture(charge, lease, charges::RunKind::kCapture, std::nullopt, trace);
+}
+
+asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& charge, const charges::Lease& lease,
+                                                      charges::Transition transition,
+                                                      charges::AttemptRecorder& recorder,
+                                                      const trace::TraceContext& trace) {
+  log::ScopedTraceId scope(trace.trace_id);
+  transition.owner_id = lease.owner_id;
+  transition.traceparent = trace.ToTraceparent();
+  charges::Charge after = charge;
+  after.status = transition.to;
+  if (transition.acquirer_capture_id) after.acquirer_capture_id = transition.acquirer_capture_id;
+  after.decline_code = transition.decline_code;
+  after.failure_reason = transition.failure_reason;
+  after.updated_at = std::chrono::time_point_cast<std::chrono::milliseconds>(clock_.WallNow());
+  transition.at = after.updated_at;
+  const auto response = ResponseFor(after);
+  transition.response_status = response.status;
+  transition.response_body = response.body;
+
+  const auto last_attempt = recorder.TakeLastFinish();
+  const auto settled = co_await charges::Settle(store_, charge, transition, last_attempt);
+  if (!settled) {
     // The acquirer's answer is known but not recorded. The charge stays pending under our lease; when
     // it expires a retry (or the reconciler) asks the acquirer by key and records the same truth.
-    spdlog::error("charge {} outcome {} not recorded: {}", charge.public_id(), charges::ToString(transition->to),
-                  done.error().detail);
+    spdlog::error("charge {} outcome {} not recorded: {}", charge.public_id(), charges::ToString(transition.to),
+                  settled.error().detail);
     probe_.OnChargeOutcome("pending");
     co_return ToHttp(ResponseFor(charge), charge.public_id(), false);
   }
-  const auto& now = done->charge;
+  const auto& now = settled->charge;
   probe_.OnChargeOutcome(OutcomeLabel(now));
-  if (done->applied) co_return ToHttp(response, now.public_id(), false);
-  // Someone else (the reconciler, another instance) resolved it first: answer with what won.
-  if (now.response_status && now.response_body) {
-    co_return ToHttp({*now.response_status, *now.response_body}, now.public_id(), false);
+  switch (settled->outcome) {
+    case charges::SettleOutcome::kApplied: co_return ToHttp(response, now.public_id(), false);
+    case charges::SettleOutcome::kLost:
+      // Someone else resolved it first (or, for an inference, holds it now): answer with what stands.
+      spdlog::info("charge {}: {} not applied; it is {}", charge.public_id(), charges::ToString(transition.to),
+                   charges::ToString(now.status));
+      co_return AnswerFor(now, false);
+    case charges::SettleOutcome::kFlagged: co_return AnswerFor(now, false);
   }
-  co_return ToHttp(ResponseFor(now), now.public_id(), false);
+  co_return AnswerFor(now, false);
 }
 
 asio::awaitable<http::Response> ChargeService::GiveUp(const charges::Charge& charge, const charges::Lease& lease,
@@ -307,13 +265,17 @@ asio::awaitable<http::Response> ChargeService::GiveUp(const charges::Charge& cha
   co_return ToHttp(ResponseFor(charge), charge.public_id(), false);
 }
 
-http::Response ChargeService::Replay(const charges::Charge& charge) {
-  probe_.OnReplay();
+http::Response ChargeService::AnswerFor(const charges::Charge& charge, bool replayed) {
   if (charge.response_status && charge.response_body) {
-    return ToHttp({*charge.response_status, *charge.response_body}, charge.public_id(), true);
+    return ToHttp({*charge.response_status, *charge.response_body}, charge.public_id(), replayed);
   }
-  // Resolved without a stored answer (by the reconciler): the answer its state calls for.
-  return ToHttp(ResponseFor(charge), charge.public_id(), true);
+  // Resolved without a stored answer (by the reconciler), or flagged for review since: what its state
+  // calls for now, the same as GET shows.
+  return ToHttp(ResponseFor(charge), charge.public_id(), replayed);
+}
+
+bool ChargeService::PastDeadline(const charges::Charge& charge) {
+  return clock_.WallNow() - charge.created_at >= options_.deadline;
 }
 
 asio::awaitable<http::Response> ChargeService::Get(const std::string& merchant_id, const std::string& public_id) {

@@ -2,13 +2,16 @@
 //
 //   1. Intent: the charge `pending`, its `initiated` event and attempt 1, in one statement. The
 //      per-merchant unique key decides who is first.
-//   2. Effect: capture at the acquirer with the charge's idempotency key, under the retry policy,
-//      recording every attempt.
-//   3. Result: the conditional transition and its event in one statement, with the response stored for
-//      replay. An unknown outcome leaves the charge `pending` (202) and gives up the lease.
+//   2. Effect: capture at the acquirer with the charge's idempotency key, under the retry policy, every
+//      attempt on record before it is sent (an attempt that cannot be recorded is not sent).
+//   3. Result: what the evidence settles (charges::ReadRun, the reading the reconciler uses too), applied
+//      through charges::Settle: the conditional transition and its event in one statement, the response
+//      stored for replay. An unknown outcome leaves the charge `pending` (202) and gives up the lease.
 //
 // A repeat finds the key: other parameters 422; finished: the stored response replayed; a live owner
 // 409; an owner gone (crashed, or answered 202): take over and ask the acquirer by key before anything.
+// A takeover never concludes "nothing was captured" (an earlier owner may have captured), renews its
+// lease before it captures, and past the charge's deadline never captures at all.
 //
 // Thread safety: Create/Get may run concurrently from any number of coroutines; the service holds no
 // mutable state of its own.
@@ -22,7 +25,9 @@
 #include "api_responses.hpp"
 #include "charge_api_probe.hpp"
 #include "charge_outbox/acquirer/acquirer_client.hpp"
+#include "charge_outbox/charges/attempt_recorder.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/charges/evidence.hpp"
 #include "charge_outbox/http/server.hpp"
 #include "charge_outbox/trace/trace_context.hpp"
 #include "charge_request.hpp"
@@ -35,6 +40,9 @@ struct ChargeServiceOptions {
   // retry budget plus one call timeout), so that a live owner is never taken over; a dead owner blocks
   // retries (409) for at most this long.
   std::chrono::milliseconds lease{std::chrono::seconds{30}};
+  // From a charge's creation: past it, a takeover no longer captures (the reconciler voids or escalates).
+  // The same value as the reconciler's `reconciler.deadline`.
+  std::chrono::milliseconds deadline{std::chrono::hours{1}};
   std::chrono::seconds unavailable_retry_after{1};
 };
 
@@ -56,17 +64,21 @@ class ChargeService {
 
  private:
   boost::asio::awaitable<http::Response> Capture(const charges::Charge& charge, const charges::Lease& lease,
-                                                 std::optional<std::string> recorded_first_request,
+                                                 charges::RunKind kind, std::optional<std::string> recorded_first_request,
                                                  const trace::TraceContext& trace);
   boost::asio::awaitable<http::Response> TakeOver(const charges::Charge& charge, const charges::Lease& lease,
                                                   const trace::TraceContext& trace);
-  class AttemptRecorder;
-  boost::asio::awaitable<http::Response> Finish(const charges::Charge& charge, const charges::Lease& lease,
-                                                const acquirer::RetryRun& run, AttemptRecorder& recorder,
+  // What a capture run that never left the process may conclude, given the attempts on record.
+  boost::asio::awaitable<charges::ChargeFacts> FactsAfterNeverSent(const charges::Charge& charge,
+                                                                   charges::AttemptRecorder& recorder);
+  boost::asio::awaitable<http::Response> Settle(const charges::Charge& charge, const charges::Lease& lease,
+                                                charges::Transition transition, charges::AttemptRecorder& recorder,
                                                 const trace::TraceContext& trace);
   boost::asio::awaitable<http::Response> GiveUp(const charges::Charge& charge, const charges::Lease& lease,
                                                 std::optional<charges::AttemptFinish> last_attempt);
-  http::Response Replay(const charges::Charge& charge);
+  // The answer a charge's current state calls for: its stored response, or the one its state implies.
+  http::Response AnswerFor(const charges::Charge& charge, bool replayed);
+  bool PastDeadline(const charges::Charge& charge);
 
   charges::ChargeStore& store_;
   acquirer::AcquirerClient& acquirer_;
@@ -75,9 +87,5 @@ class ChargeService {
   ChargeApiProbe& probe_;
   ChargeServiceOptions options_;
 };
-
-// What a finished acquirer run means for a pending charge: a transition, or nothing (stay pending).
-// Pure, so each outcome's consequence is unit-tested. Never turns an unknown into a decline.
-std::optional<charges::Transition> DecideTransition(const acquirer::RetryRun& run);
 
 }  // namespace charge_outbox::charge_api

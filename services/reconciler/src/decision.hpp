@@ -1,4 +1,6 @@
-// The reconciler's decision table: what one look at the acquirer means for a pending charge. Pure
+// The reconciler's decision table: what one look at the acquirer means for a pending charge. What the
+// acquirer's answer proves is read by charges::ReadRun, the reading charge-api uses too; this adds what is
+// the reconciler's alone: when to look again, the not-found rule, and escalation at the deadline. Pure
 // functions over plain data (the clock and the random source are passed in), so every row of the table
 // in docs/reconciler.md is a unit test.
 //
@@ -6,7 +8,8 @@
 //   - lookup finds our capture (amount, currency, reference match) -> captured; past the deadline -> void it
 //   - lookup finds a different capture under our key                -> needs_review, never a fix
 //   - not found, on one look or within the visibility window         -> stay pending, look again
-//   - not found on repeated looks past the window                    -> policy: fail (not_captured) or resubmit
+//   - not found on repeated looks past the window                    -> policy: resubmit with the same key
+//                                                                       (default), review, or fail (opt-in)
 //   - no usable answer                                              -> stay pending, backoff with jitter
 //   - past the deadline and still unconfirmed                        -> needs_review
 #pragma once
@@ -19,13 +22,19 @@
 #include "charge_outbox/acquirer/model.hpp"
 #include "charge_outbox/acquirer/retry_policy.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/charges/evidence.hpp"
 
 namespace charge_outbox::reconciler {
 
-// What to do with a charge that has stayed not found at the acquirer past the visibility window.
+// What to do with a charge that has stayed not found at the acquirer past the visibility window. A lookup
+// cannot show a decline, a request that never arrived, or a capture still invisible, so "not found" is not
+// the acquirer's answer; the default asks for one.
 enum class NotFoundPolicy {
-  kFail,      // no money moved: failed with reason not_captured (the default)
-  kResubmit,  // capture again with the same idempotency key; the acquirer deduplicates
+  kResubmit,  // capture again with the same idempotency key before the deadline: the acquirer deduplicates
+              // and answers for sure (the capture, its decline, or a capture made now). The default.
+  kReview,    // needs_review (not_found_at_acquirer): a human asks the acquirer
+  kFail,      // failed (not_captured) without the acquirer's confirmation. Opt-in: wrong whenever the
+              // lookup is wrong (another environment or credential, a lag longer than the window)
 };
 
 std::string_view ToString(NotFoundPolicy policy);
@@ -33,20 +42,11 @@ std::string_view ToString(NotFoundPolicy policy);
 struct DecisionOptions {
   std::chrono::milliseconds deadline{std::chrono::hours{1}};              // from the charge's creation
   std::chrono::milliseconds visibility_window{std::chrono::minutes{5}};   // how late a capture may show up
-  NotFoundPolicy not_found_policy = NotFoundPolicy::kFail;
+  NotFoundPolicy not_found_policy = NotFoundPolicy::kResubmit;
   int min_not_found_looks = 2;                                            // "never on a single look"
   std::chrono::milliseconds backoff_base{std::chrono::seconds{30}};       // first delay after an unknown
   std::chrono::milliseconds backoff_max{std::chrono::minutes{15}};        // cap on the delay
 };
-
-// Failure reasons the reconciler writes (charges.failure_reason and the event payload).
-inline constexpr std::string_view kReasonNotCaptured = "not_captured";
-inline constexpr std::string_view kReasonCaptureMismatch = "acquirer_capture_mismatch";
-inline constexpr std::string_view kReasonCaptureVoided = "acquirer_capture_voided";
-inline constexpr std::string_view kReasonRejected = "acquirer_rejected_request";
-inline constexpr std::string_view kReasonDeadlineUnconfirmed = "deadline_passed_unconfirmed";
-inline constexpr std::string_view kReasonDeadlineVoided = "deadline_passed_voided";
-inline constexpr std::string_view kReasonVoidUnconfirmed = "void_unconfirmed";
 
 enum class Step {
   kResolve,   // apply `transition` (through ChargeStore::Complete)
@@ -57,7 +57,7 @@ enum class Step {
 
 struct Decision {
   Step step = Step::kDefer;
-  charges::Transition transition;      // kResolve: to, acquirer_capture_id, decline_code, failure_reason
+  charges::Transition transition;      // kResolve: to, basis, acquirer_capture_id, decline_code, failure_reason
   std::chrono::milliseconds defer{0};  // kDefer
   std::string capture_id;              // kVoid
   // The acquirer gave no usable answer, or refused our request: the run reports an error (and exits

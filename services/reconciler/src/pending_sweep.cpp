@@ -13,7 +13,8 @@
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/log/log.hpp"
 #include "charge_outbox/trace/trace_context.hpp"
-#include "attempt_log.hpp"
+#include "charge_outbox/charges/settlement.hpp"
+#include "charge_outbox/db/retry.hpp"
 #include "decision.hpp"
 
 namespace charge_outbox::reconciler {
@@ -21,10 +22,11 @@ namespace {
 
 namespace asio = boost::asio;
 using acquirer::OutcomeKind;
-using charges::ChargeStatus;
 using std::chrono::milliseconds;
 
 constexpr std::string_view kFailpointAfterLookup = "reconciler.after_acquirer_lookup";
+// Between a decision and its transition: a test stalls a run here to let another actor act first.
+constexpr std::string_view kFailpointBeforeTransition = "reconciler.before_transition";
 
 // The trace of a reconciler transition: a new span in the trace of the request that created the charge,
 // so one trace still follows the charge to every consumer.
@@ -53,7 +55,7 @@ asio::awaitable<RunSummary> PendingSweep::Run() {
     const charges::ClaimRequest request{owner_id_, options_.claim_lease, options_.grace_period, options_.batch_size,
                                         cursor};
     const auto claim_call = [&] { return deps_.store.ClaimDue(request); };
-    auto batch = co_await WithDbRetries(claim_call);
+    auto batch = co_await db::WithDbRetries(claim_call);
     if (!batch) {
       ++summary.errors;
       spdlog::error("claiming pending charges failed: database {}: {}", db::ToString(batch.error().code),
@@ -69,7 +71,7 @@ asio::awaitable<RunSummary> PendingSweep::Run() {
   // Claims not worked on (budget spent, or an error left one behind) go back now rather than when their
   // lease runs out, so the next run and charge-api retries need not wait.
   const auto release_call = [&] { return deps_.store.ReleaseAll(owner_id_); };
-  const auto released = co_await WithDbRetries(release_call);
+  const auto released = co_await db::WithDbRetries(release_call);
   if (!released) {
     ++summary.errors;
     spdlog::error("giving back unworked claims failed (they expire by themselves): {}", released.error().detail);
@@ -120,8 +122,8 @@ asio::awaitable<void> PendingSweep::Work(std::vector<charges::ClaimedCharge>& ba
 }
 
 asio::awaitable<bool> PendingSweep::Renew(const charges::Charge& charge, RunSummary& summary) {
-  const auto renew_call = [&] { return deps_.store.RenewClaim(charge.id, owner_id_, options_.claim_lease); };
-  const auto renewed = co_await WithDbRetries(renew_call);
+  const auto renew_call = [&] { return deps_.charges.RenewLease(charge.id, owner_id_, options_.claim_lease); };
+  const auto renewed = co_await db::WithDbRetries(renew_call);
   if (!renewed) {
     ++summary.errors;
     spdlog::error("charge {}: renewing the claim failed: {}", charge.public_id(), renewed.error().detail);
@@ -142,14 +144,14 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   // A charge that waited long in its batch renews its claim first, so the lease covers the work ahead.
   if (deps_.clock.SteadyNow() - claimed_at > options_.claim_lease / 3 && !co_await Renew(charge, summary)) co_return;
 
-  AttemptLog log(deps_.charges, charge.id, acquirer::Operation::kLookup);
+  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor);
   const acquirer::LookupRequest lookup{
       charges::AcquirerIdempotencyKey(charge),
       acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
   const auto lookup_call = [&](std::string request_id) {
     return deps_.acquirer.LookupByKey(lookup, std::move(request_id));
   };
-  const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, lookup_call);
+  const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, lookup_call);
 
   if (co_await failpoints::HitAsync(kFailpointAfterLookup)) {
     ++summary.errors;
@@ -169,18 +171,17 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   facts.until_deadline = options_.decision.deadline - age;
   facts.check_count = claimed.check_count;
   if (last.kind == OutcomeKind::kNotFound) {
-    const auto history_call = [&] { return deps_.store.ReadNotFoundHistory(charge.id); };
-    const auto history = co_await WithDbRetries(history_call);
+    const auto history_call = [&] { return deps_.charges.ReadAttemptHistory(charge.id); };
+    const auto history = co_await db::WithDbRetries(history_call);
     if (!history) {
       ++summary.errors;
       co_await log.FlushFinish();
-      spdlog::error("charge {}: reading its not-found history failed: {}", charge.public_id(),
-                    history.error().detail);
+      spdlog::error("charge {}: reading its attempt history failed: {}", charge.public_id(), history.error().detail);
       co_return;
     }
     // This look is not finished on record yet, so it is not in the history: count it here.
-    facts.not_found_looks = history->looks + 1;
-    facts.first_not_found_at = history->first_look_at.value_or(run.attempts.back().started_at);
+    facts.not_found_looks = history->not_found_looks + 1;
+    facts.first_not_found_at = history->first_not_found_at.value_or(run.attempts.back().started_at);
   }
   const auto decision = DecideAfterLookup(facts, options_.decision, deps_.random);
   spdlog::debug("charge {}: lookup {} -> {}", charge.public_id(), acquirer::ToString(last.kind), decision.why);
@@ -201,13 +202,13 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
 asio::awaitable<void> PendingSweep::Resubmit(const charges::ClaimedCharge& claimed, RunSummary& summary) {
   const auto& charge = claimed.charge;
   if (!co_await Renew(charge, summary)) co_return;
-  AttemptLog log(deps_.charges, charge.id, acquirer::Operation::kCapture);
+  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kCapture, kActor);
   const acquirer::CaptureRequest capture{charges::AcquirerIdempotencyKey(charge), charge.amount, charge.currency,
                                          charge.public_id(), charge.payment_method};
   const auto capture_call = [&](std::string request_id) {
     return deps_.acquirer.Capture(capture, std::move(request_id));
   };
-  const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, capture_call);
+  const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, capture_call);
   const auto& last = run.last();
   const auto age = std::chrono::duration_cast<milliseconds>(deps_.clock.WallNow() - charge.created_at);
   const ResubmitFacts facts{last.kind, last.capture, last.decline_code, claimed.check_count,
@@ -222,12 +223,12 @@ asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, 
                                          RunSummary& summary) {
   const auto& charge = claimed.charge;
   if (!co_await Renew(charge, summary)) co_return;
-  AttemptLog log(deps_.charges, charge.id, acquirer::Operation::kVoid);
+  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kVoid, kActor);
   // The charge's own key: the acquirer keeps void keys apart from capture keys, and one key per charge
   // makes a repeated void (after a crash) the same void.
   const acquirer::VoidRequest request{capture_id, charges::AcquirerIdempotencyKey(charge)};
   const auto void_call = [&](std::string request_id) { return deps_.acquirer.Void(request, std::move(request_id)); };
-  const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, void_call);
+  const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, void_call);
   const auto decision = DecideAfterVoid(run.last().kind, capture_id);
   spdlog::info("charge {}: captured but past its deadline; void {}: {}", charge.public_id(),
                acquirer::ToString(run.last().kind), decision.why);
@@ -235,14 +236,20 @@ asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, 
 }
 
 asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed, const Decision& decision,
-                                          AttemptLog& log, RunSummary& summary) {
+                                          charges::AttemptRecorder& log, RunSummary& summary) {
   const auto& charge = claimed.charge;
+  if (decision.step == Step::kResolve && co_await failpoints::HitAsync(kFailpointBeforeTransition)) {
+    ++summary.errors;
+    co_await log.FlushFinish();
+    spdlog::error("charge {}: failpoint {}: left pending", charge.public_id(), kFailpointBeforeTransition);
+    co_return;
+  }
   if (decision.error) ++summary.errors;
   const auto finish = log.TakeLastFinish();
   switch (decision.step) {
     case Step::kDefer: {
       const auto reschedule_call = [&] { return deps_.store.Reschedule(charge.id, owner_id_, decision.defer, finish); };
-      const auto done = co_await WithDbRetries(reschedule_call);
+      const auto done = co_await db::WithDbRetries(reschedule_call);
       if (!done) {
         ++summary.errors;
         spdlog::error("charge {}: scheduling its next check failed: {}", charge.public_id(), done.error().detail);
@@ -257,24 +264,33 @@ asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed,
     }
     case Step::kResolve: {
       auto transition = decision.transition;
+      transition.owner_id = owner_id_;
       transition.at = std::chrono::time_point_cast<milliseconds>(deps_.clock.WallNow());
       transition.traceparent = TraceparentFor(charge);
-      const auto complete_call = [&] { return deps_.charges.Complete(charge.id, transition, finish); };
-      const auto done = co_await WithDbRetries(complete_call);
-      if (!done) {
+      const auto settled = co_await charges::Settle(deps_.charges, charge, transition, finish);
+      if (!settled) {
         // The acquirer's answer is known but not recorded: the claim is given back at the end of the run
         // and the next run asks again and records the same truth.
         ++summary.errors;
         spdlog::error("charge {}: recording {} failed: {}", charge.public_id(), charges::ToString(transition.to),
-                      done.error().detail);
-      } else if (!done->applied) {
-        ++summary.already_resolved;
-        spdlog::info("charge {} was resolved {} by someone else first", charge.public_id(),
-                     charges::ToString(done->charge.status));
-      } else {
-        summary.CountResolved(transition.to);
-        spdlog::info("charge {} -> {} ({}{}{})", charge.public_id(), charges::ToString(transition.to), decision.why,
-                     transition.failure_reason ? ": " : "", transition.failure_reason.value_or(""));
+                      settled.error().detail);
+        co_return;
+      }
+      switch (settled->outcome) {
+        case charges::SettleOutcome::kApplied:
+          summary.CountResolved(transition.to);
+          spdlog::info("charge {} -> {} ({}{}{})", charge.public_id(), charges::ToString(transition.to),
+                       decision.why, transition.failure_reason ? ": " : "", transition.failure_reason.value_or(""));
+          break;
+        case charges::SettleOutcome::kLost:
+          ++summary.already_resolved;
+          spdlog::info("charge {}: {} not applied; someone else holds or resolved it ({})", charge.public_id(),
+                       charges::ToString(transition.to), charges::ToString(settled->charge.status));
+          break;
+        case charges::SettleOutcome::kFlagged:
+          // Settle logged the contradiction as an error; the charge is with a human now.
+          summary.CountResolved(charges::ChargeStatus::kNeedsReview);
+          break;
       }
       co_return;
     }

@@ -1,8 +1,9 @@
 // PendingSweep: one run's pass over the pending charges older than the grace period (seed 000's safety
 // net). It claims due charges in batches (a lease, see ReconciliationStore), asks the acquirer about each
 // by its idempotency key, decides with the table in decision.hpp, and applies the decision: a transition
-// through ChargeStore::Complete (the same conditional update charge-api uses, so exactly one of them wins
-// a race), or a later look. Every acquirer call is recorded as an attempt with actor "reconciler".
+// through charges::Settle (the same conditional update charge-api uses, so exactly one of them wins a race,
+// and a proof that loses to a contradicting state goes to review), or a later look. Every acquirer call is
+// recorded as an attempt with actor "reconciler" before it is sent.
 //
 // Within a run, up to `concurrency` charges are worked on at once, all on the caller's executor (one I/O
 // thread is plenty: the database calls run on the pool's threads and the acquirer calls are async).
@@ -22,7 +23,7 @@
 #include "charge_outbox/acquirer/retry_policy.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/charges/reconciliation_store.hpp"
-#include "attempt_log.hpp"
+#include "charge_outbox/charges/attempt_recorder.hpp"
 #include "reconciler_config.hpp"
 #include "run_summary.hpp"
 
@@ -56,7 +57,7 @@ class PendingSweep {
   boost::asio::awaitable<void> Check(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
                                      RunSummary& summary);
   boost::asio::awaitable<void> Apply(const charges::ClaimedCharge& claimed, const Decision& decision,
-                                     AttemptLog& log, RunSummary& summary);
+                                     charges::AttemptRecorder& log, RunSummary& summary);
   boost::asio::awaitable<void> Resubmit(const charges::ClaimedCharge& claimed, RunSummary& summary);
   boost::asio::awaitable<void> Void(const charges::ClaimedCharge& claimed, const std::string& capture_id,
                                     RunSummary& summary);

@@ -52,9 +52,10 @@ ReconcilerConfig LoadConfig(config::ConfigReader& r) {
                               "must be shorter than reconciler.deadline, or no charge could ever be concluded "
                               "not captured before its deadline");
   }
-  d.not_found_policy = r.Choice("reconciler.not_found_policy", "fail", {"fail", "resubmit"}) == "fail"
-                           ? NotFoundPolicy::kFail
-                           : NotFoundPolicy::kResubmit;
+  const auto policy = r.Choice("reconciler.not_found_policy", "resubmit", {"resubmit", "review", "fail"});
+  d.not_found_policy = policy == "fail"     ? NotFoundPolicy::kFail
+                       : policy == "review" ? NotFoundPolicy::kReview
+                                            : NotFoundPolicy::kResubmit;
   d.backoff_base = r.Duration("reconciler.backoff.base", seconds{30}, milliseconds{1}, std::chrono::hours{1});
   d.backoff_max = r.Duration("reconciler.backoff.max", std::chrono::minutes{15}, milliseconds{1},
                              std::chrono::hours{24});

@@ -11,6 +11,9 @@
 
 namespace charge_outbox::reconciler {
 
+// The reconciler's name on record: acquirer_attempts.actor of every call it makes.
+inline constexpr const char* kActor = "reconciler";
+
 enum class RunMode { kSweep, kWindow };
 std::string_view ToString(RunMode mode);
 

@@ -4,7 +4,8 @@
 
 #include <set>
 
-#include "attempt_log.hpp"
+#include "charge_outbox/charges/attempt_recorder.hpp"
+#include "charge_outbox/db/retry.hpp"
 #include "charge_outbox/trace/trace_context.hpp"
 #include "charge_outbox/util/time.hpp"
 
@@ -74,7 +75,7 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
   std::vector<std::string> chunk;
   auto read_chunk = [&]() -> asio::awaitable<bool> {
     const auto read_call = [&] { return deps_.store.FindByIds(chunk); };
-    auto found = co_await WithDbRetries(read_call);
+    auto found = co_await db::WithDbRetries(read_call);
     chunk.clear();
     if (!found) {
       spdlog::error("reading our charges failed: {}", found.error().detail);
@@ -98,7 +99,7 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
   }
   const auto created_after = from - options_.capture_horizon;
   const auto window_call = [&] { return deps_.store.FindCapturedInWindow(from, to, created_after); };
-  const auto captured = co_await WithDbRetries(window_call);
+  const auto captured = co_await db::WithDbRetries(window_call);
   if (!captured) {
     ++summary.errors;
     spdlog::error("reading our captured charges failed: {}", captured.error().detail);
@@ -113,14 +114,14 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
   int confirmed_outside = 0;
   json::array unverified;
   for (const auto& charge : comparison.unlisted) {
-    AttemptLog log(deps_.charges, charge.id, acquirer::Operation::kLookup);
+    charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor);
     const acquirer::LookupRequest lookup{
         charges::AcquirerIdempotencyKey(charge),
         acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
     const auto lookup_call = [&](std::string request_id) {
       return deps_.acquirer.LookupByKey(lookup, std::move(request_id));
     };
-    const auto run = co_await RunRecorded(deps_.policy, deps_.clock, log, lookup_call);
+    const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, lookup_call);
     co_await log.FlushFinish();
     const auto& last = run.last();
     switch (last.kind) {
@@ -186,7 +187,8 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
   switch (charge.status) {
     case ChargeStatus::kNeedsReview: co_return;  // already with a human
     case ChargeStatus::kPending: {
-      // Out of pending only through the charge state machine's one transition.
+      // Out of pending only through the charge state machine's one transition. The listing is the
+      // acquirer's own answer, so it lands whoever holds the charge.
       charges::Transition transition;
       transition.to = ChargeStatus::kNeedsReview;
       transition.failure_reason = reason;
@@ -194,7 +196,7 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
       transition.traceparent = traceparent;
       const std::optional<charges::AttemptFinish> no_attempt;
       const auto complete_call = [&] { return deps_.charges.Complete(charge.id, transition, no_attempt); };
-      const auto done = co_await WithDbRetries(complete_call);
+      const auto done = co_await db::WithDbRetries(complete_call);
       if (!done) {
         ++summary.errors;
         spdlog::error("charge {}: flagging for review failed: {}", charge.public_id(), done.error().detail);
@@ -208,13 +210,13 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
     case ChargeStatus::kFailed:
     case ChargeStatus::kCanceled: {
       const auto flag_call = [&] {
-        return deps_.store.FlagForReview(charge.id, charge.status, reason, at, traceparent);
+        return deps_.charges.FlagForReview(charge.id, charge.status, reason, at, traceparent);
       };
-      const auto done = co_await WithDbRetries(flag_call);
+      const auto done = co_await db::WithDbRetries(flag_call);
       if (!done) {
         ++summary.errors;
         spdlog::error("charge {}: flagging for review failed: {}", charge.public_id(), done.error().detail);
-      } else if (*done) {
+      } else if (done->has_value()) {
         discrepancy.flagged = true;
         ++summary.needs_review;
         spdlog::warn("charge {} ({}) flagged for review: {}", charge.public_id(), charges::ToString(charge.status),

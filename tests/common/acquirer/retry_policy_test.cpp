@@ -10,7 +10,7 @@
 #include <set>
 
 #include "charge_outbox/acquirer/acquirer_client.hpp"
-#include "fakes.hpp"
+#include "acquirer_fakes.hpp"
 #include "printers.hpp"
 #include "run_sync.hpp"
 

@@ -8,6 +8,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <thread>
+#include <vector>
+
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/util/sha256.hpp"
 #include "await.hpp"
@@ -165,21 +168,87 @@ TEST_F(ChargeStoreTest, ConcurrentCompletesProduceExactlyOneTerminalEvent) {
   const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
   asio::io_context io;
   int applied = 0;
+  std::vector<ChargeStatus> seen;
   for (int i = 0; i < 8; ++i) {
     asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
       auto t = Captured();
       if (i % 2 == 1) {
         t.to = ChargeStatus::kFailed;
         t.acquirer_capture_id.reset();
-        t.failure_reason = "not_captured";
+        t.decline_code = "card_declined";
       }
       const auto r = co_await store_->Complete(begun.charge.id, t, std::nullopt);
       if (r && r->applied) ++applied;
+      if (r) seen.push_back(r->charge.status);
     }, asio::detached);
   }
   io.run();
   EXPECT_EQ(applied, 1);
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE type <> 'payments.charge.initiated.v1'"), "1");
+  // Every loser sees what won (a loser that waited on the winner's row lock reads it again after the
+  // commit), never the `pending` of its own statement's snapshot.
+  ASSERT_EQ(seen.size(), 8u);
+  const auto won = ParseChargeStatus(db_->Scalar("SELECT status FROM charges"));
+  for (const auto status : seen) EXPECT_EQ(status, won);
+}
+
+TEST_F(ChargeStoreTest, TheLoserOfACompleteWaitingOnTheWinnersLockReadsWhatWon) {
+  const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
+  // The winner holds the row (uncommitted) while the loser's statement waits for it.
+  std::thread winner([&] {
+    db_->Execute("BEGIN; UPDATE charges SET status = 'captured', last_sequence = 2, owner_id = NULL;"
+                 " SELECT pg_sleep(1); COMMIT;");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds{300});
+  const auto lost = Await(store_->Complete(begun.charge.id, Captured(), std::nullopt));
+  winner.join();
+  ASSERT_TRUE(lost.has_value()) << lost.error().detail;
+  EXPECT_FALSE(lost->applied);
+  EXPECT_EQ(lost->charge.status, ChargeStatus::kCaptured);
+}
+
+// An inference ("nothing was sent", "not found on repeated looks") lands only while its writer holds the
+// charge's lease; the acquirer's answer lands whoever holds it.
+TEST_F(ChargeStoreTest, AnInferenceLandsOnlyForTheOwnerOfTheLease) {
+  const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
+  Transition inferred;
+  inferred.to = ChargeStatus::kFailed;
+  inferred.basis = Basis::kInference;
+  inferred.failure_reason = "acquirer_unreachable";
+  inferred.at = std::chrono::system_clock::now();
+
+  inferred.owner_id = "";
+  const auto ownerless = Await(store_->Complete(begun.charge.id, inferred, std::nullopt));
+  ASSERT_FALSE(ownerless.has_value());
+  EXPECT_EQ(ownerless.error().code, db::DbErrc::kFailed);
+
+  inferred.owner_id = "o2";
+  const auto other = Await(store_->Complete(begun.charge.id, inferred, std::nullopt));
+  ASSERT_TRUE(other.has_value()) << other.error().detail;
+  EXPECT_FALSE(other->applied);
+  EXPECT_EQ(other->charge.status, ChargeStatus::kPending);
+  EXPECT_EQ(other->charge.owner_id, "o1");
+
+  auto proven = Captured();
+  proven.owner_id = "o2";  // not the owner, but the acquirer's answer
+  const auto captured = Await(store_->Complete(begun.charge.id, proven, std::nullopt));
+  ASSERT_TRUE(captured.has_value()) << captured.error().detail;
+  EXPECT_TRUE(captured->applied);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox"), "2");
+}
+
+TEST_F(ChargeStoreTest, AnInferenceOfTheOwnerLands) {
+  const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
+  Transition inferred;
+  inferred.to = ChargeStatus::kFailed;
+  inferred.basis = Basis::kInference;
+  inferred.owner_id = "o1";
+  inferred.failure_reason = "acquirer_unreachable";
+  inferred.at = std::chrono::system_clock::now();
+  const auto done = Await(store_->Complete(begun.charge.id, inferred, std::nullopt));
+  ASSERT_TRUE(done.has_value()) << done.error().detail;
+  EXPECT_TRUE(done->applied);
+  EXPECT_EQ(done->charge.failure_reason, "acquirer_unreachable");
 }
 
 TEST_F(ChargeStoreTest, AttemptsAreNumberedPerCharge) {

@@ -161,6 +161,8 @@ TEST_F(ReconciliationStoreTest, OverlappingClaimersNeverTakeTheSameCharge) {
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE owner_id LIKE 'r_'"), "600");
 }
 
+// The lease renewal and the attempt history are the charge store's, shared by charge-api and the
+// reconciler; tested here beside the claim that leases charges to the reconciler.
 TEST_F(ReconciliationStoreTest, RenewHoldsOnlyForTheOwnerOfAPendingCharge) {
   InsertPending(2);
   const auto batch = Claim("mine", 2);
@@ -168,13 +170,13 @@ TEST_F(ReconciliationStoreTest, RenewHoldsOnlyForTheOwnerOfAPendingCharge) {
   const auto a = batch.charges[0].charge.id;
   const auto b = batch.charges[1].charge.id;
   db_->Execute("UPDATE charges SET lease_expires_at = now() + interval '1 second' WHERE id = '" + a + "'");
-  EXPECT_TRUE(Await(store_->RenewClaim(a, "mine", 45s)).value());
+  EXPECT_TRUE(Await(charges_->RenewLease(a, "mine", 45s)).value());
   EXPECT_EQ(db_->Scalar("SELECT lease_expires_at > now() + interval '40 seconds' FROM charges WHERE id = '" + a + "'"),
             "t");
-  EXPECT_FALSE(Await(store_->RenewClaim(a, "someone-else", 45s)).value());
+  EXPECT_FALSE(Await(charges_->RenewLease(a, "someone-else", 45s)).value());
   // Taken over by charge-api once the lease had run out: ours no more.
   db_->Execute("UPDATE charges SET owner_id = 'charge-api/r9' WHERE id = '" + b + "'");
-  EXPECT_FALSE(Await(store_->RenewClaim(b, "mine", 45s)).value());
+  EXPECT_FALSE(Await(charges_->RenewLease(b, "mine", 45s)).value());
 }
 
 TEST_F(ReconciliationStoreTest, ChargeApiRetryOfAClaimedChargeIsInFlight) {
@@ -236,10 +238,12 @@ TEST_F(ReconciliationStoreTest, ReleaseAllGivesBackOnlyTheOwnersPendingLeases) {
   EXPECT_EQ(Await(store_->ReleaseAll("mine")).value(), 0);
 }
 
-TEST_F(ReconciliationStoreTest, NotFoundHistoryCountsLooksSinceTheLastCaptureThatMayHaveBeenSent) {
+TEST_F(ReconciliationStoreTest, AttemptHistoryCountsLooksSinceTheLastCaptureThatMayHaveBeenSent) {
   InsertPending(1);
   const auto id = IdOf("key-0");
-  EXPECT_EQ(Await(store_->ReadNotFoundHistory(id)).value().looks, 0);
+  const auto fresh = Await(charges_->ReadAttemptHistory(id)).value();
+  EXPECT_EQ(fresh.not_found_looks, 0);
+  EXPECT_FALSE(fresh.capture_may_have_left);
 
   RecordAttempt(id, "capture", "timed_out", "unknown", "10 minutes");
   RecordAttempt(id, "lookup", "not_found", "unknown", "9 minutes");  // before the later capture: does not count
@@ -248,12 +252,24 @@ TEST_F(ReconciliationStoreTest, NotFoundHistoryCountsLooksSinceTheLastCaptureTha
   RecordAttempt(id, "lookup", "timed_out", "unknown", "6 minutes");   // not an answer
   RecordAttempt(id, "capture", "not_sent", "not_sent", "5 minutes");  // provably never left: does not reset
   RecordAttempt(id, "lookup", "not_found", "unknown", "4 minutes");
-  const auto history = Await(store_->ReadNotFoundHistory(id)).value();
-  EXPECT_EQ(history.looks, 2);
-  ASSERT_TRUE(history.first_look_at.has_value());
-  const auto age = std::chrono::system_clock::now() - *history.first_look_at;
+  const auto history = Await(charges_->ReadAttemptHistory(id)).value();
+  EXPECT_EQ(history.not_found_looks, 2);
+  EXPECT_TRUE(history.capture_may_have_left);
+  ASSERT_TRUE(history.first_not_found_at.has_value());
+  const auto age = std::chrono::system_clock::now() - *history.first_not_found_at;
   EXPECT_GT(age, 6min + 50s);
   EXPECT_LT(age, 7min + 10s);
+}
+
+TEST_F(ReconciliationStoreTest, AttemptHistoryKnowsWhenNoCaptureCanHaveLeft) {
+  InsertPending(1);
+  const auto id = IdOf("key-0");
+  RecordAttempt(id, "capture", "not_sent", "not_sent", "2 minutes");
+  RecordAttempt(id, "capture", "not_sent", "not_sent", "1 minute");
+  RecordAttempt(id, "lookup", "not_found", "unknown", "30 seconds");
+  const auto history = Await(charges_->ReadAttemptHistory(id)).value();
+  EXPECT_FALSE(history.capture_may_have_left);
+  EXPECT_EQ(history.not_found_looks, 1);  // no capture may have left: every look counts
 }
 
 TEST_F(ReconciliationStoreTest, FlagForReviewMovesOnlyTheExpectedTerminalStatusAndAnnouncesIt) {
@@ -261,21 +277,24 @@ TEST_F(ReconciliationStoreTest, FlagForReviewMovesOnlyTheExpectedTerminalStatusA
   const auto captured = IdOf("key-0");
   const auto pending = IdOf("key-1");
   const auto failed = IdOf("key-2");
-  db_->Execute("UPDATE charges SET status = 'captured', acquirer_capture_id = 'cap_1', last_sequence = 2"
-               " WHERE id = '" + captured + "'");
+  db_->Execute("UPDATE charges SET status = 'captured', acquirer_capture_id = 'cap_1', last_sequence = 2,"
+               " response_status = 201, response_body = convert_to('{}', 'UTF8') WHERE id = '" + captured + "'");
   db_->Execute("UPDATE charges SET status = 'failed', failure_reason = 'not_captured' WHERE id = '" + failed + "'");
   const auto now = std::chrono::system_clock::now();
 
-  EXPECT_FALSE(Await(store_->FlagForReview(captured, ChargeStatus::kFailed, "window_mismatch", now, "")).value());
-  EXPECT_FALSE(Await(store_->FlagForReview(pending, ChargeStatus::kPending, "window_mismatch", now, "")).value());
-  EXPECT_TRUE(Await(store_->FlagForReview(captured, ChargeStatus::kCaptured, "window_amount_mismatch", now,
-                                          kTraceparent))
-                  .value());
-  EXPECT_FALSE(Await(store_->FlagForReview(captured, ChargeStatus::kNeedsReview, "again", now, "")).value());
+  EXPECT_FALSE(Await(charges_->FlagForReview(captured, ChargeStatus::kFailed, "window_mismatch", now, "")).value());
+  EXPECT_FALSE(Await(charges_->FlagForReview(pending, ChargeStatus::kPending, "window_mismatch", now, "")).value());
+  const auto flagged =
+      Await(charges_->FlagForReview(captured, ChargeStatus::kCaptured, "window_amount_mismatch", now, kTraceparent))
+          .value();
+  ASSERT_TRUE(flagged.has_value());
+  EXPECT_EQ(flagged->status, ChargeStatus::kNeedsReview);
+  EXPECT_FALSE(flagged->response_status.has_value());  // a replay now answers what the state calls for
+  EXPECT_FALSE(Await(charges_->FlagForReview(captured, ChargeStatus::kNeedsReview, "again", now, "")).value());
 
   EXPECT_EQ(db_->Scalar("SELECT status || ' ' || failure_reason || ' ' || acquirer_capture_id || ' ' || last_sequence"
-                        " FROM charges WHERE id = '" + captured + "'"),
-            "needs_review window_amount_mismatch cap_1 3");
+                        " || ' ' || (response_body IS NULL) FROM charges WHERE id = '" + captured + "'"),
+            "needs_review window_amount_mismatch cap_1 3 true");
   EXPECT_EQ(db_->Scalar("SELECT type || ' ' || sequence || ' ' || (payload->>'status') || ' ' || traceparent"
                         " FROM outbox"),
             std::string("payments.charge.needs_review.v1 3 needs_review ") + kTraceparent);

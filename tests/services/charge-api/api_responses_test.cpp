@@ -109,56 +109,5 @@ TEST(IsJsonMediaType, AcceptsParametersAndCase) {
   EXPECT_FALSE(IsJsonMediaType(""));
 }
 
-acquirer::RetryRun RunOf(std::initializer_list<acquirer::OutcomeKind> kinds) {
-  acquirer::RetryRun run;
-  int n = 0;
-  for (const auto kind : kinds) {
-    acquirer::AttemptRecord record;
-    record.attempt_no = ++n;
-    record.outcome.kind = kind;
-    if (kind == acquirer::OutcomeKind::kCaptured) record.outcome.capture = acquirer::Capture{.id = "cap_9"};
-    if (kind == acquirer::OutcomeKind::kDeclined) record.outcome.decline_code = "insufficient_funds";
-    run.attempts.push_back(record);
-  }
-  return run;
-}
-
-TEST(DecideTransition, ApprovalCapturesAndDeclineFails) {
-  using acquirer::OutcomeKind;
-  const auto captured = DecideTransition(RunOf({OutcomeKind::kTimedOut, OutcomeKind::kCaptured}));
-  ASSERT_TRUE(captured.has_value());
-  EXPECT_EQ(captured->to, ChargeStatus::kCaptured);
-  EXPECT_EQ(captured->acquirer_capture_id, "cap_9");
-  const auto declined = DecideTransition(RunOf({OutcomeKind::kDeclined}));
-  ASSERT_TRUE(declined.has_value());
-  EXPECT_EQ(declined->to, ChargeStatus::kFailed);
-  EXPECT_EQ(declined->decline_code, "insufficient_funds");
-}
-
-TEST(DecideTransition, UnknownNeverBecomesADecline) {
-  using acquirer::OutcomeKind;
-  for (const auto kind : {OutcomeKind::kTimedOut, OutcomeKind::kConnectionDropped, OutcomeKind::kServerError,
-                          OutcomeKind::kUnavailable, OutcomeKind::kThrottled, OutcomeKind::kInFlight,
-                          OutcomeKind::kUntrustedResponse}) {
-    EXPECT_FALSE(DecideTransition(RunOf({kind})).has_value()) << acquirer::ToString(kind);
-  }
-  // One unknown attempt makes the whole run unknown, even if later attempts were never sent.
-  EXPECT_FALSE(DecideTransition(RunOf({OutcomeKind::kTimedOut, OutcomeKind::kNotSent})).has_value());
-}
-
-TEST(DecideTransition, NothingEverSentFails) {
-  using acquirer::OutcomeKind;
-  const auto t = DecideTransition(RunOf({OutcomeKind::kNotSent, OutcomeKind::kNotSent}));
-  ASSERT_TRUE(t.has_value());
-  EXPECT_EQ(t->to, ChargeStatus::kFailed);
-  EXPECT_EQ(t->failure_reason, "acquirer_unreachable");
-}
-
-TEST(DecideTransition, MismatchAndContractErrorsGoToReview) {
-  using acquirer::OutcomeKind;
-  EXPECT_EQ(DecideTransition(RunOf({OutcomeKind::kMismatch}))->to, ChargeStatus::kNeedsReview);
-  EXPECT_EQ(DecideTransition(RunOf({OutcomeKind::kContractError}))->to, ChargeStatus::kNeedsReview);
-}
-
 }  // namespace
 }  // namespace charge_outbox::charge_api

@@ -81,18 +81,21 @@ TEST(ReconcilerConfigTest, DefaultsMatchTheIssueAndTheLocalStackOverride) {
   const auto c = LoadConfig(reader);
   EXPECT_EQ(c.sweep.grace_period, 2min);
   EXPECT_EQ(c.sweep.decision.deadline, 1h);
-  EXPECT_EQ(c.sweep.decision.not_found_policy, NotFoundPolicy::kFail);
+  EXPECT_EQ(c.sweep.decision.not_found_policy, NotFoundPolicy::kResubmit);  // never `failed` from absence
   EXPECT_EQ(c.sweep.batch_size, 100);
   EXPECT_EQ(c.database_pool_size, 10u);
   EXPECT_TRUE(c.pushgateway.url.empty());
 
   env["RECONCILER_GRACE_PERIOD"] = "10s";  // what deploy/local/stack sets
-  env["RECONCILER_NOT_FOUND_POLICY"] = "resubmit";
+  env["RECONCILER_NOT_FOUND_POLICY"] = "fail";  // the opt-in
   env["RECONCILER_BACKOFF_BASE"] = "200ms";
   auto overridden = Reader(env);
   const auto o = LoadConfig(overridden);
   EXPECT_EQ(o.sweep.grace_period, 10s);
-  EXPECT_EQ(o.sweep.decision.not_found_policy, NotFoundPolicy::kResubmit);
+  EXPECT_EQ(o.sweep.decision.not_found_policy, NotFoundPolicy::kFail);
+  env["RECONCILER_NOT_FOUND_POLICY"] = "review";
+  auto review = Reader(env);
+  EXPECT_EQ(LoadConfig(review).sweep.decision.not_found_policy, NotFoundPolicy::kReview);
   EXPECT_EQ(o.sweep.decision.backoff_base, 200ms);
 }
 

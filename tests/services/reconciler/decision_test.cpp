@@ -59,7 +59,7 @@ TEST_F(ReconcilerDecisionTest, MismatchIsNeedsReviewNeverAFixEvenBeforeTheDeadli
   const auto d = Decide(Facts(OutcomeKind::kMismatch));
   ASSERT_EQ(d.step, Step::kResolve);
   EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
-  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonCaptureMismatch));
+  EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kCaptureMismatch));
   EXPECT_EQ(d.transition.acquirer_capture_id, "cap_1");
 }
 
@@ -78,11 +78,11 @@ TEST_F(ReconcilerDecisionTest, VoidedCaptureIsCanceledPastTheDeadlineAndNeedsRev
   auto d = Decide(facts);
   ASSERT_EQ(d.step, Step::kResolve);
   EXPECT_EQ(d.transition.to, ChargeStatus::kCanceled);
-  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonDeadlineVoided));
+  EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kDeadlineVoided));
   facts.past_deadline = false;
   d = Decide(facts);
   EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
-  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonCaptureVoided));
+  EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kCaptureVoided));
 }
 
 TEST_F(ReconcilerDecisionTest, FirstNotFoundNeverFailsAndLooksAgainWhenTheWindowHasPassed) {
@@ -112,19 +112,10 @@ TEST_F(ReconcilerDecisionTest, OneLookPastTheWindowIsNotEnough) {
   EXPECT_EQ(Decide(facts).step, Step::kDefer);
 }
 
-TEST_F(ReconcilerDecisionTest, RepeatedNotFoundPastTheWindowFailsAsNotCapturedByDefault) {
-  auto facts = Facts(OutcomeKind::kNotFound);
-  facts.not_found_looks = 2;
-  facts.first_not_found_at = kNow - 5min;
-  const auto d = Decide(facts);
-  ASSERT_EQ(d.step, Step::kResolve);
-  EXPECT_EQ(d.transition.to, ChargeStatus::kFailed);
-  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonNotCaptured));
-  EXPECT_FALSE(d.transition.decline_code.has_value());
-}
-
-TEST_F(ReconcilerDecisionTest, RepeatedNotFoundPastTheWindowResubmitsUnderThatPolicyButNeverPastTheDeadline) {
-  options_.not_found_policy = NotFoundPolicy::kResubmit;
+// Defect 11: "not found" is not the acquirer's answer, so by default the reconciler asks for one (a capture
+// with the same key) rather than concluding `failed` from absence.
+TEST_F(ReconcilerDecisionTest, RepeatedNotFoundPastTheWindowResubmitsByDefaultButNeverPastTheDeadline) {
+  EXPECT_EQ(DecisionOptions{}.not_found_policy, NotFoundPolicy::kResubmit);
   auto facts = Facts(OutcomeKind::kNotFound);
   facts.not_found_looks = 3;
   facts.first_not_found_at = kNow - 6min;
@@ -132,8 +123,41 @@ TEST_F(ReconcilerDecisionTest, RepeatedNotFoundPastTheWindowResubmitsUnderThatPo
   facts.past_deadline = true;
   const auto d = Decide(facts);
   ASSERT_EQ(d.step, Step::kResolve);
-  EXPECT_EQ(d.transition.to, ChargeStatus::kFailed);
-  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonNotCaptured));
+  EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kDeadlineUnconfirmed));
+  EXPECT_EQ(d.transition.basis, charges::Basis::kInference);
+}
+
+TEST_F(ReconcilerDecisionTest, RepeatedNotFoundUnderTheReviewPolicyGoesToAHuman) {
+  options_.not_found_policy = NotFoundPolicy::kReview;
+  auto facts = Facts(OutcomeKind::kNotFound);
+  facts.not_found_looks = 2;
+  facts.first_not_found_at = kNow - 5min;
+  for (const bool past : {false, true}) {
+    facts.past_deadline = past;
+    const auto d = Decide(facts);
+    ASSERT_EQ(d.step, Step::kResolve);
+    EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
+    EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kNotFoundAtAcquirer));
+    EXPECT_EQ(d.transition.basis, charges::Basis::kInference);
+  }
+}
+
+TEST_F(ReconcilerDecisionTest, RepeatedNotFoundUnderTheOptInFailPolicyFailsAsNotCapturedOnlyWhileItHoldsTheCharge) {
+  options_.not_found_policy = NotFoundPolicy::kFail;
+  auto facts = Facts(OutcomeKind::kNotFound);
+  facts.not_found_looks = 2;
+  facts.first_not_found_at = kNow - 5min;
+  for (const bool past : {false, true}) {
+    facts.past_deadline = past;
+    const auto d = Decide(facts);
+    ASSERT_EQ(d.step, Step::kResolve);
+    EXPECT_EQ(d.transition.to, ChargeStatus::kFailed);
+    EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kNotCaptured));
+    EXPECT_FALSE(d.transition.decline_code.has_value());
+    // An inference from absence: it lands only while the run still holds the charge's lease.
+    EXPECT_EQ(d.transition.basis, charges::Basis::kInference);
+  }
 }
 
 TEST_F(ReconcilerDecisionTest, InconclusiveNotFoundPastTheDeadlineNeedsReview) {
@@ -144,7 +168,7 @@ TEST_F(ReconcilerDecisionTest, InconclusiveNotFoundPastTheDeadlineNeedsReview) {
   const auto d = Decide(facts);
   ASSERT_EQ(d.step, Step::kResolve);
   EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
-  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonDeadlineUnconfirmed));
+  EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kDeadlineUnconfirmed));
 }
 
 TEST_F(ReconcilerDecisionTest, EveryUnansweredLookupStaysPendingWithBackoffAndCountsAsAnError) {
@@ -162,7 +186,7 @@ TEST_F(ReconcilerDecisionTest, EveryUnansweredLookupStaysPendingWithBackoffAndCo
     const auto late = Decide(facts);
     ASSERT_EQ(late.step, Step::kResolve) << acquirer::ToString(kind);
     EXPECT_EQ(late.transition.to, ChargeStatus::kNeedsReview);
-    EXPECT_EQ(late.transition.failure_reason, std::string(kReasonDeadlineUnconfirmed));
+    EXPECT_EQ(late.transition.failure_reason, std::string(charges::reason::kDeadlineUnconfirmed));
   }
 }
 
@@ -221,7 +245,7 @@ TEST_F(ReconcilerDecisionTest, ResubmitOutcomes) {
   f.kind = OutcomeKind::kContractError;
   d = DecideAfterResubmit(f, options_, random_);
   EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
-  EXPECT_EQ(d.transition.failure_reason, std::string(kReasonRejected));
+  EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kRejected));
 
   f.kind = OutcomeKind::kTimedOut;
   d = DecideAfterResubmit(f, options_, random_);
@@ -236,7 +260,7 @@ TEST_F(ReconcilerDecisionTest, VoidConfirmedIsCanceledAnythingElseNeedsReview) {
   for (const auto kind : {OutcomeKind::kTimedOut, OutcomeKind::kContractError, OutcomeKind::kUnavailable}) {
     d = DecideAfterVoid(kind, "cap_9");
     EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
-    EXPECT_EQ(d.transition.failure_reason, std::string(kReasonVoidUnconfirmed));
+    EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kVoidUnconfirmed));
     EXPECT_EQ(d.transition.acquirer_capture_id, "cap_9");
   }
 }

@@ -47,9 +47,7 @@ class ReconcilerE2E : public ::testing::Test {
   void SetUp() override {
     db_ = PgTestDatabase::Create(::testing::UnitTest::GetInstance()->current_test_info()->name(),
                                  PgTestDatabase::Schema::kMigrated);
-    db_->Execute(std::string("INSERT INTO merchants (id, name) VALUES ('") + kMerchant + "', 'one')");
-    db_->Execute(std::string("INSERT INTO api_keys (key_hash, merchant_id, key_prefix) VALUES "
-                             "(sha256(convert_to('") + kApiKey + "', 'UTF8')), '" + kMerchant + "', 'sk_test')");
+    InsertMerchant(*db_, kMerchant, kApiKey);
     dir_ = fs::temp_directory_path() / UniqueName("reconciler_e2e");
     sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
                                             EnvChanges{{"SERVER_PORT", "0"},
@@ -295,13 +293,36 @@ TEST_F(ReconcilerE2E, VisibilityDelayNeverProducesAWrongState) {
   EXPECT_EQ(TerminalEvents("late-1"), "payments.charge.captured.v1");
 }
 
-TEST_F(ReconcilerE2E, NotFoundFailsOnlyOnRepeatedLooksPastTheVisibilityWindow) {
+// Defect 11: by default, a charge not found on repeated looks is resubmitted with the same key, so the
+// acquirer answers (here: it captures the request that never reached it), never `failed` from absence.
+TEST_F(ReconcilerE2E, ByDefaultRepeatedNotFoundAsksTheAcquirerInsteadOfFailing) {
+  InsertPending(1, "quiet-");
+  const EnvChanges defaults{{"RECONCILER_NOT_FOUND_POLICY", std::nullopt}};
+  EXPECT_EQ(RunReconciler(defaults).summary.at("still_pending").as_int64(), 1);
+  RunUntil([&] { return Status("quiet-1") != "pending"; }, defaults);
+  EXPECT_EQ(Status("quiet-1"), "captured");
+  EXPECT_EQ(LedgerEntries("capture", AcquirerKey("quiet-1")), 1u);
+  EXPECT_EQ(TerminalEvents("quiet-1"), "payments.charge.captured.v1");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE status = 'failed'"), "0");
+}
+
+TEST_F(ReconcilerE2E, UnderTheReviewPolicyRepeatedNotFoundGoesToAHuman) {
+  InsertPending(1, "shy-");
+  const EnvChanges review{{"RECONCILER_NOT_FOUND_POLICY", "review"}};
+  RunUntil([&] { return Status("shy-1") != "pending"; }, review);
+  EXPECT_EQ(Status("shy-1"), "needs_review");
+  EXPECT_EQ(Field("shy-1", "failure_reason"), "not_found_at_acquirer");
+  EXPECT_TRUE(Ledger().empty());
+}
+
+TEST_F(ReconcilerE2E, UnderTheOptInFailPolicyNotFoundFailsOnlyOnRepeatedLooksPastTheVisibilityWindow) {
   InsertPending(1, "never-");
-  const auto first = RunReconciler();
+  const EnvChanges fail{{"RECONCILER_NOT_FOUND_POLICY", "fail"}};
+  const auto first = RunReconciler(fail);
   EXPECT_EQ(first.process.exit_code, 0);
   EXPECT_EQ(first.summary.at("still_pending").as_int64(), 1);
   EXPECT_EQ(Status("never-1"), "pending");
-  RunUntil([&] { return Status("never-1") != "pending"; });
+  RunUntil([&] { return Status("never-1") != "pending"; }, fail);
   EXPECT_EQ(Status("never-1"), "failed");
   EXPECT_EQ(Field("never-1", "failure_reason"), "not_captured");
   EXPECT_EQ(TerminalEvents("never-1"), "payments.charge.failed.v1");

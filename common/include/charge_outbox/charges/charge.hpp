@@ -3,6 +3,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -53,8 +54,12 @@ struct Charge {
   std::string public_id() const { return PublicChargeId(id); }
 };
 
-// The Idempotency-Key the acquirer sees for a charge: the merchant's key scoped by the merchant, so two
-// merchants' equal keys never meet at the acquirer. charge-api and the reconciler both use it.
+// The Idempotency-Key the acquirer sees for a charge, scoped by the merchant so two merchants' equal keys
+// never meet at the acquirer: `<merchant uuid>:<client key>` while that fits the acquirer's 255
+// characters (client keys up to 218), else `<merchant uuid>#<SHA-256 of the client key, 64 hex digits>`.
+// Character 36 tells the two forms apart (':' or '#'), so a hashed key never equals a key sent as is.
+// charge-api and the reconciler both derive it here, so both always ask about the same key.
+inline constexpr std::size_t kAcquirerKeyLimit = 255;
 std::string AcquirerIdempotencyKey(const Charge& charge);
 
 }  // namespace charge_outbox::charges

@@ -83,9 +83,22 @@ struct BeginResult {
   std::string first_request_id;  // kCreated: its request id, to send as X-Request-Id
 };
 
+// What a transition rests on, which decides whether it may land after its actor lost the charge.
+enum class Basis {
+  // The acquirer's own answer (a capture, a decline, a confirmed void, a capture that is not ours): true
+  // whoever holds the charge now, so it lands whenever the charge is still pending.
+  kAcquirerAnswer,
+  // A conclusion from absence or from the clock (nothing left the process, not found on repeated looks,
+  // past the deadline unconfirmed): true only if nobody else acted meanwhile, so it lands only while
+  // `owner_id` still holds the charge's lease.
+  kInference,
+};
+
 // A state change out of `pending`, with what to announce and what to replay later.
 struct Transition {
   ChargeStatus to = ChargeStatus::kCaptured;
+  Basis basis = Basis::kAcquirerAnswer;
+  std::string owner_id;  // the lease of the actor writing it; required for Basis::kInference
   std::optional<std::string> acquirer_capture_id;
   std::optional<std::string> decline_code;
   std::optional<std::string> failure_reason;
@@ -96,8 +109,21 @@ struct Transition {
 };
 
 struct CompleteResult {
-  bool applied = false;  // false: the charge was no longer pending (someone else resolved it first)
-  Charge charge;         // as it is after the statement
+  // false: the charge was no longer pending (someone else resolved it first), or the transition is an
+  // inference and its actor no longer holds the charge.
+  bool applied = false;
+  Charge charge;  // as it is after the statement; when not applied, read afresh after the winner committed
+};
+
+// The acquirer attempts on record for a charge (any actor), as the evidence module reads them.
+struct AttemptHistory {
+  // Some capture attempt may have reached the acquirer: one unfinished (its process died, or its finish
+  // was never written) or finished with any evidence but `not_sent`.
+  bool capture_may_have_left = false;
+  // Lookups answered not found after the last capture attempt that may have left, finished ones only, and
+  // when the first of them started: only looks after a capture can prove that capture is not there.
+  int not_found_looks = 0;
+  std::optional<Timestamp> first_not_found_at;
 };
 
 class ChargeStore {
@@ -119,10 +145,33 @@ class ChargeStore {
                                                                    const AttemptFinish& attempt) = 0;
 
   // pending -> transition.to with its event (`payments.charge.<status>.v1`), finishing `attempt` in the
-  // same statement. Applied only if still pending.
+  // same statement. Applied only if still pending and, for Basis::kInference, only while
+  // `transition.owner_id` holds the charge. When not applied, the charge is read again after the statement
+  // (whose snapshot predates a concurrent winner's commit), so the caller sees what won.
   virtual boost::asio::awaitable<db::DbResult<CompleteResult>> Complete(const std::string& charge_id,
                                                                         const Transition& transition,
                                                                         const std::optional<AttemptFinish>& attempt) = 0;
+
+  // A charge in `expected` (captured, failed or canceled) that the acquirer's evidence contradicts ->
+  // needs_review with `reason` and its `payments.charge.needs_review.v1` event, in one statement, only if
+  // its status is still `expected`. The stored first response is dropped, so a replay answers what the
+  // charge's state now calls for, as GET does. Returns the charge as flagged, or nullopt if its status
+  // had changed.
+  virtual boost::asio::awaitable<db::DbResult<std::optional<Charge>>> FlagForReview(const std::string& charge_id,
+                                                                                  ChargeStatus expected,
+                                                                                  const std::string& reason,
+                                                                                  Timestamp at,
+                                                                                  const std::string& traceparent) = 0;
+
+  // Extends the lease if `owner_id` still holds the charge and it is still pending; false otherwise (it
+  // was resolved, or taken over after the lease ran out), and then the caller must leave it alone. Before
+  // a second acquirer operation (a takeover's capture after its lookup, the reconciler's resubmit or
+  // void), so that one lease never has to cover two.
+  virtual boost::asio::awaitable<db::DbResult<bool>> RenewLease(const std::string& charge_id,
+                                                                const std::string& owner_id,
+                                                                std::chrono::milliseconds lease) = 0;
+
+  virtual boost::asio::awaitable<db::DbResult<AttemptHistory>> ReadAttemptHistory(const std::string& charge_id) = 0;
 
   // Gives up the lease (the outcome is unknown and the client got 202), finishing `attempt`, so that the
   // client's retry can take over at once instead of waiting for the lease to run out.

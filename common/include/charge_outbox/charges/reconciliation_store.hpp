@@ -1,12 +1,10 @@
 // ReconciliationStore: the reconciler's statements on `charges` and `acquirer_attempts`, beside the charge
-// store that owns those tables: claiming due pending charges under a short lease, renewing and giving the
-// lease back, scheduling the next look, reading a charge's not-found history, and the reads and the
-// review flag of the window report.
+// store that owns those tables: claiming due pending charges under a short lease, giving the lease back,
+// scheduling the next look, and the reads of the window report.
 //
-// It never moves a charge out of `pending`: that is ChargeStore::Complete(), the one implementation of
-// the state machine, which charge-api uses too. The only status change here is FlagForReview(), which
-// moves an already terminal charge to `needs_review` (with its event) when the window report finds it
-// disagrees with the acquirer.
+// It never changes a charge's status: that is ChargeStore (Complete() out of pending, FlagForReview() of
+// a contradicted terminal charge), the one implementation of the state machine, which charge-api uses
+// too. Renewing a lease and reading the attempt history are ChargeStore's as well, shared by both actors.
 //
 // The claim is a lease, not a transaction: ClaimDue() locks due rows with FOR UPDATE SKIP LOCKED only for
 // its own statement and writes `owner_id` / `lease_expires_at`, the same lease charge-api takes for a
@@ -58,13 +56,6 @@ struct ClaimBatch {
   std::optional<SweepCursor> next;     // the position after the last one; nullopt when none was claimed
 };
 
-// The not-found lookups recorded for a charge since the last capture attempt that may have reached the
-// acquirer (any actor): only looks after the last capture can prove that capture is not there.
-struct NotFoundHistory {
-  int looks = 0;
-  std::optional<Timestamp> first_look_at;  // when the earliest of them started
-};
-
 class ReconciliationStore {
  public:
   virtual ~ReconciliationStore() = default;
@@ -72,12 +63,6 @@ class ReconciliationStore {
   // Claims up to `limit` pending charges older than the grace period whose next check is due and that
   // nobody holds a live lease on, oldest first from `after`, and leases them to `owner_id`.
   virtual boost::asio::awaitable<db::DbResult<ClaimBatch>> ClaimDue(const ClaimRequest& request) = 0;
-
-  // Extends the lease if `owner_id` still holds the charge and it is still pending; false otherwise (it
-  // was resolved, or taken over after the lease ran out), in which case the caller must leave it alone.
-  virtual boost::asio::awaitable<db::DbResult<bool>> RenewClaim(const std::string& charge_id,
-                                                                const std::string& owner_id,
-                                                                std::chrono::milliseconds lease) = 0;
 
   // The charge stays pending: look again `delay` from now; counts the look and gives the lease back,
   // finishing `attempt` in the same statement. False if `owner_id` no longer holds it.
@@ -90,9 +75,6 @@ class ReconciliationStore {
   // budget ran out, or left by an error), without touching their schedule. Returns how many.
   virtual boost::asio::awaitable<db::DbResult<int>> ReleaseAll(const std::string& owner_id) = 0;
 
-  // Not-found lookups since the last capture attempt that may have been sent, finished ones only.
-  virtual boost::asio::awaitable<db::DbResult<NotFoundHistory>> ReadNotFoundHistory(const std::string& charge_id) = 0;
-
   // Window report: local charges whose acquirer capture may have been made in [from, to): captured,
   // created before `to`, and recorded captured at or after `from` (the capture lies between the two).
   // `created_after` bounds the scan (a capture never comes later than the business deadline).
@@ -100,13 +82,6 @@ class ReconciliationStore {
                                                                                          Timestamp created_after) = 0;
   // Charges by uuid, in any status; unknown ids are simply absent.
   virtual boost::asio::awaitable<db::DbResult<std::vector<Charge>>> FindByIds(const std::vector<std::string>& ids) = 0;
-
-  // A terminal charge that the acquirer contradicts: `expected` -> needs_review with `reason` and its
-  // `payments.charge.needs_review.v1` event in one statement, only if its status is still `expected`
-  // (never `pending`: that goes through ChargeStore::Complete). False if it had changed.
-  virtual boost::asio::awaitable<db::DbResult<bool>> FlagForReview(const std::string& charge_id, ChargeStatus expected,
-                                                                   const std::string& reason, Timestamp at,
-                                                                   const std::string& traceparent) = 0;
 };
 
 std::unique_ptr<ReconciliationStore> MakePgReconciliationStore(db::Database& database);

@@ -34,6 +34,10 @@ using DbResult = boost::system::result<T, DbError>;
 
 std::string_view ToString(DbErrc code);
 
+// Whether the same statement may succeed if sent again: the server was unreachable, the pool full, or the
+// commit in doubt. A refused statement (kFailed) would be refused again.
+bool IsTransient(const DbError& error);
+
 struct DatabaseOptions {
   std::size_t connections = 8;
   std::size_t max_queued = 1024;

@@ -22,7 +22,7 @@ namespace charge_outbox::failpoints {
 // typo in a crash test cannot pass silently by never firing.
 inline const std::vector<std::string> kKnownPoints = {
     "charge.before_intent_commit",  "charge.after_intent_commit",       "charge.after_acquirer_response",
-    "relay.after_publish_before_mark", "reconciler.after_acquirer_lookup",
+    "relay.after_publish_before_mark", "reconciler.after_acquirer_lookup", "reconciler.before_transition",
 };
 
 enum class Action { kNone, kCrash, kError, kSleep };

@@ -1,5 +1,6 @@
-// Fakes for the retry machinery: a clock that sleeps by advancing itself, a random source that
-// replays a script, and an AcquirerClient that answers from a script and records what it was asked.
+// Fakes of the acquirer side, for unit tests of anything that calls the acquirer under a retry policy: a
+// clock that sleeps by advancing itself, a random source that replays a script, and an AcquirerClient
+// that answers from a script and records what it was asked.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>

@@ -1,0 +1,80 @@
+// AttemptRecorder: how every actor (charge-api, the reconciler, the window report) records its acquirer
+// calls in acquirer_attempts, and RunRecorded, which runs one acquirer operation under a retry policy with
+// every attempt on record.
+//
+// One rule: an attempt that cannot be recorded is not sent. Each attempt is recorded as started before a
+// byte of it leaves (so a crash mid-call still leaves it on record, and the reconciler's not-found rule
+// can rely on the record); an attempt whose start could not be written becomes kNotSent without touching
+// the network. Finishes are written lazily: the previous attempt's before the next starts, the last one
+// handed to the statement that resolves or releases the charge (one round trip saved on the common path).
+//
+// One per operation; lives on the coroutine frame of its caller. Not thread-safe.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "charge_outbox/acquirer/model.hpp"
+#include "charge_outbox/acquirer/retry_policy.hpp"
+#include "charge_outbox/charges/charge_store.hpp"
+
+namespace charge_outbox::charges {
+
+class AttemptRecorder final : public acquirer::AttemptObserver {
+ public:
+  // `actor` is "charge-api" or "reconciler". `first_attempt_on_record`: the number of an attempt already
+  // recorded as started for attempt 1 of this run (charge-api records it with the intent).
+  AttemptRecorder(ChargeStore& store, std::string charge_id, acquirer::Operation operation, std::string actor,
+                  std::optional<int> first_attempt_on_record = std::nullopt);
+
+  boost::asio::awaitable<void> OnAttemptStarted(const acquirer::AttemptContext& attempt,
+                                                std::chrono::system_clock::time_point started_at) override;
+  boost::asio::awaitable<void> OnAttemptFinished(const acquirer::AttemptRecord& record) override;
+
+  // Runs `call()` (an awaitable AttemptOutcome) only if the current attempt is on record; otherwise
+  // nothing leaves this process, which is exactly what kNotSent says.
+  template <typename Call>
+  boost::asio::awaitable<acquirer::AttemptOutcome> Send(Call call) {
+    if (current_ > 0) co_return co_await call();
+    co_return NotRecorded();
+  }
+
+  // Writes the finish of the last attempt now (before a follow-up operation, or reading the history).
+  // False if it could not be written (the attempt then stays unfinished on record, which only ever makes
+  // later readings more careful).
+  boost::asio::awaitable<bool> FlushFinish();
+  // Hands the last attempt's finish to a statement that writes it along with its own change.
+  std::optional<AttemptFinish> TakeLastFinish() { return std::exchange(pending_, std::nullopt); }
+
+ private:
+  acquirer::AttemptOutcome NotRecorded() const;
+
+  ChargeStore& store_;
+  std::string charge_id_;
+  acquirer::Operation operation_;
+  std::string actor_;
+  std::optional<int> first_attempt_on_record_;
+  int current_ = 0;  // the attempt number on record, 0 if its start could not be written
+  std::optional<AttemptFinish> pending_;
+};
+
+// Runs one acquirer operation under `policy`, recorded by `recorder`. `call(request_id)` makes one
+// attempt and returns an awaitable AttemptOutcome. `first_request_id`: attempt 1's id when it was
+// recorded before the run (with the intent), so the record and the wire agree.
+template <typename Call>
+boost::asio::awaitable<acquirer::RetryRun> RunRecorded(const acquirer::RetryPolicy& policy, acquirer::RetryClock& clock,
+                                                       AttemptRecorder& recorder, Call call,
+                                                       std::optional<std::string> first_request_id = std::nullopt) {
+  acquirer::AttemptFunction attempt =
+      [&recorder, call](acquirer::AttemptContext context) -> boost::asio::awaitable<acquirer::AttemptOutcome> {
+    const auto send = [&] { return call(context.request_id); };
+    co_return co_await recorder.Send(send);
+  };
+  co_return co_await acquirer::RunWithRetries(policy, clock, attempt, &recorder, std::move(first_request_id));
+}
+
+}  // namespace charge_outbox::charges

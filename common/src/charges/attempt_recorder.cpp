@@ -1,0 +1,63 @@
+#include "charge_outbox/charges/attempt_recorder.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "charge_outbox/db/retry.hpp"
+
+namespace charge_outbox::charges {
+
+namespace asio = boost::asio;
+
+AttemptRecorder::AttemptRecorder(ChargeStore& store, std::string charge_id, acquirer::Operation operation,
+                                 std::string actor, std::optional<int> first_attempt_on_record)
+    : store_(store),
+      charge_id_(std::move(charge_id)),
+      operation_(operation),
+      actor_(std::move(actor)),
+      first_attempt_on_record_(first_attempt_on_record) {}
+
+asio::awaitable<void> AttemptRecorder::OnAttemptStarted(const acquirer::AttemptContext& attempt,
+                                                        std::chrono::system_clock::time_point started_at) {
+  co_await FlushFinish();
+  if (attempt.attempt_no == 1 && first_attempt_on_record_) {
+    current_ = *first_attempt_on_record_;
+    co_return;
+  }
+  // Named, not a braced temporary in the co_await expression: GCC 12 destroys such temporaries twice.
+  const AttemptStart start{attempt.request_id, operation_, actor_, started_at};
+  const auto start_call = [&] { return store_.StartAttempt(charge_id_, start); };
+  const auto r = co_await db::WithDbRetries(start_call);
+  current_ = r ? *r : 0;
+  if (!r) spdlog::warn("attempt of charge {} not recorded, so not sent: {}", charge_id_, r.error().detail);
+}
+
+asio::awaitable<void> AttemptRecorder::OnAttemptFinished(const acquirer::AttemptRecord& record) {
+  if (current_ > 0) {
+    pending_ = AttemptFinish{current_, record.finished_at, record.outcome.kind, record.outcome.evidence(),
+                             record.outcome.http_status};
+  }
+  co_return;
+}
+
+asio::awaitable<bool> AttemptRecorder::FlushFinish() {
+  if (!pending_) co_return true;
+  const auto finish = *std::exchange(pending_, std::nullopt);
+  const auto finish_call = [&] { return store_.FinishAttempt(charge_id_, finish); };
+  const auto r = co_await db::WithDbRetries(finish_call);
+  if (!r) {
+    spdlog::warn("attempt {} of charge {} not finished on record: {}", finish.attempt_no, charge_id_,
+                 r.error().detail);
+  }
+  co_return r.has_value();
+}
+
+acquirer::AttemptOutcome AttemptRecorder::NotRecorded() const {
+  acquirer::AttemptOutcome outcome;
+  outcome.operation = operation_;
+  outcome.kind = acquirer::OutcomeKind::kNotSent;
+  outcome.transport = acquirer::TransportStatus::kConnectFailed;
+  outcome.detail = "not sent: the attempt could not be recorded";
+  return outcome;
+}
+
+}  // namespace charge_outbox::charges

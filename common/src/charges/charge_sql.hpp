@@ -1,0 +1,70 @@
+// What the charge store and the reconciliation store share in SQL: the one codec of a `charges` row, the
+// finishing of an attempt folded into another statement, and running a statement on the pool. Internal
+// (it exposes libpqxx); included by common/src/charges only.
+#pragma once
+
+#include <pqxx/pqxx>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "charge_outbox/charges/charge.hpp"
+#include "charge_outbox/charges/charge_store.hpp"
+#include "db/db_errors.hpp"
+#include "db/pg_pool.hpp"
+
+namespace charge_outbox::charges::sql {
+
+// Every read of a charge returns these columns of `charges c`, in this order (see ReadCharge).
+#define CHARGE_COLUMNS                                                                                         \
+  "c.id::text, c.merchant_id::text, c.idempotency_key, encode(c.request_fingerprint, 'hex'), c.order_id, "    \
+  "c.amount, c.currency, c.payment_method, c.description, c.status::text, c.acquirer_capture_id, "            \
+  "c.decline_code, c.failure_reason, c.owner_id, "                                                           \
+  "COALESCE(GREATEST(0, ceil(extract(epoch FROM c.lease_expires_at - now()) * 1000)), 0)::bigint, "          \
+  "c.response_status, convert_from(c.response_body, 'UTF8'), c.last_sequence, c.attempt_count, "            \
+  "COALESCE(c.traceparent, ''), (extract(epoch FROM c.created_at) * 1000000)::bigint, "                     \
+  "(extract(epoch FROM c.updated_at) * 1000000)::bigint"
+inline constexpr pqxx::row::size_type kChargeColumns = 22;
+
+// The finishing of an attempt, folded into another statement: a no-op when `no` is NULL.
+#define FINISH_ATTEMPT(charge, no, at, outcome, evidence, status)                                             \
+  "UPDATE acquirer_attempts SET finished_at = to_timestamp(" at "::bigint / 1000000.0), outcome = " outcome   \
+  ", evidence = " evidence "::evidence_class, http_status = " status "::smallint "                           \
+  "WHERE charge_id = " charge " AND attempt_no = " no "::integer"
+
+// The charge in CHARGE_COLUMNS starting at column `first` of `row`.
+Charge ReadCharge(const pqxx::row& row, pqxx::row::size_type first = 0);
+
+inline const char* Nullable(const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; }
+
+// The parameters of FINISH_ATTEMPT, all NULL when there is no attempt to finish.
+struct FinishParams {
+  std::optional<std::string> attempt_no, finished_at, outcome, evidence, http_status;
+};
+FinishParams ToParams(const std::optional<AttemptFinish>& attempt);
+
+// Runs `job(connection)` on the pool after preparing `statements` on that connection, and converts
+// whatever it throws into a DbError. libpqxx 6 prepares lazily and accepts a re-declaration with the same
+// text, so declaring on every use is cheap and survives reconnects.
+template <typename T, typename Statements, typename Job>
+boost::asio::awaitable<db::DbResult<T>> RunJob(db::PgPool& pool, const Statements& statements, Job job) {
+  auto prepared = [&](pqxx::connection& conn) {
+    for (const auto& [name, text] : statements) conn.prepare(name, text);
+    return job(conn);
+  };
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await pool.Run([&](pqxx::connection& conn) { prepared(conn); });
+      co_return db::DbResult<T>{};
+    } else {
+      co_return co_await pool.Run(prepared);
+    }
+  } catch (...) {
+    co_return db::CurrentDbError();
+  }
+}
+
+}  // namespace charge_outbox::charges::sql

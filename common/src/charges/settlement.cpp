@@ -1,0 +1,42 @@
+#include "charge_outbox/charges/settlement.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "charge_outbox/charges/evidence.hpp"
+#include "charge_outbox/db/retry.hpp"
+
+namespace charge_outbox::charges {
+
+boost::asio::awaitable<db::DbResult<Settlement>> Settle(ChargeStore& store, const Charge& charge,
+                                                        const Transition& transition,
+                                                        const std::optional<AttemptFinish>& attempt) {
+  const auto complete_call = [&] { return store.Complete(charge.id, transition, attempt); };
+  const auto done = co_await db::WithDbRetries(complete_call);
+  if (!done) co_return done.error();
+  if (done->applied) co_return Settlement{SettleOutcome::kApplied, done->charge, std::nullopt};
+
+  const auto& winner = done->charge;
+  const auto contradiction = Contradiction(transition, winner);
+  if (!contradiction) co_return Settlement{SettleOutcome::kLost, winner, std::nullopt};
+
+  spdlog::error("charge {}: the acquirer proves {} ({}) but the charge was already {} ({}); flagged for review: {}",
+                charge.public_id(), ToString(transition.to), transition.acquirer_capture_id.value_or("no capture id"),
+                ToString(winner.status), winner.failure_reason.value_or(winner.decline_code.value_or("no reason")),
+                *contradiction);
+  const auto flag_call = [&] {
+    return store.FlagForReview(charge.id, winner.status, *contradiction, transition.at, transition.traceparent);
+  };
+  const auto flagged = co_await db::WithDbRetries(flag_call);
+  if (!flagged) {
+    spdlog::error("charge {}: flagging the contradiction for review failed: {}", charge.public_id(),
+                  flagged.error().detail);
+    co_return Settlement{SettleOutcome::kLost, winner, contradiction};
+  }
+  if (!*flagged) {
+    // Its status changed again meanwhile (another actor flagged it first): what it is now stands.
+    co_return Settlement{SettleOutcome::kLost, winner, contradiction};
+  }
+  co_return Settlement{SettleOutcome::kFlagged, **flagged, contradiction};
+}
+
+}  // namespace charge_outbox::charges

@@ -1,0 +1,337 @@
+// ChargeService's decisions, fast: the service against an in-memory charge store that keeps the SQL's
+// rules, a scripted acquirer and a clock that sleeps by advancing itself. Each combination of issue 11
+// (an earlier owner, another actor between two statements, a database refusing one statement) is staged
+// with the store's FailNext / Before hooks; money_safety_e2etest.cpp runs the same families against the
+// real binaries.
+#include "charge_service.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+
+#include "acquirer_fakes.hpp"
+#include "await.hpp"
+#include "charge_outbox/metrics/metrics.hpp"
+#include "charge_outbox/util/sha256.hpp"
+#include "fake_charge_stores.hpp"
+
+namespace charge_outbox::charge_api {
+namespace {
+
+using namespace std::chrono_literals;
+using acquirer::OutcomeKind;
+using acquirer::testing::FakeRetryClock;
+using acquirer::testing::OutcomeOf;
+using acquirer::testing::ScriptedAcquirerClient;
+using acquirer::testing::ScriptedRandom;
+using charges::ChargeStatus;
+using testing::Await;
+using testing::FakeChargeStore;
+using testing::FakeChargeTable;
+using Step = ScriptedAcquirerClient::Step;
+
+constexpr const char* kMerchant = "00000000-0000-4000-8000-00000000000a";
+
+// The scripted client does not compare what it returns with what was asked: kCaptured means "a capture
+// that matches the charge", as the real client's classifier would have decided.
+acquirer::Capture CaptureOf(acquirer::CaptureStatus status = acquirer::CaptureStatus::kCaptured) {
+  acquirer::Capture c;
+  c.id = "cap_1";
+  c.status = status;
+  c.amount = 25000;
+  c.currency = "BRL";
+  return c;
+}
+
+Step Answer(OutcomeKind kind, std::optional<acquirer::Capture> capture = std::nullopt) {
+  auto outcome = OutcomeOf(kind);
+  outcome.capture = std::move(capture);
+  if (kind == OutcomeKind::kDeclined) outcome.decline_code = "card_declined";
+  return Step{outcome, 100ms};
+}
+
+class ChargeServiceTest : public ::testing::Test {
+ protected:
+  ChargeServiceTest() {
+    request_.amount = 25000;
+    request_.currency = "BRL";
+    request_.order_id = "PED-1";
+    request_.payment_method = "pm_tok_visa";
+  }
+
+  // The service, answering from `script`. Two attempts per operation, a 1 s budget, a 3 s lease.
+  void Script(std::deque<Step> script) {
+    acquirer_ = std::make_unique<ScriptedAcquirerClient>(std::move(script), &clock_);
+    service_ = std::make_unique<ChargeService>(store_, *acquirer_, policy_, clock_, probe_,
+                                               ChargeServiceOptions{.instance_id = "api-1", .lease = 3s});
+  }
+
+  http::Response Create(const std::string& key = "k1") {
+    CreateCharge command{kMerchant, key, request_, trace::NewTrace()};
+    return Await(service_->Create(std::move(command)));
+  }
+
+  // A pending charge for `key` (this test's request) left by an owner that died `age` ago, having
+  // started a capture it never finished.
+  std::string DeadOwnersCharge(std::chrono::milliseconds age = 10min, const std::string& key = "k1") {
+    const auto id = table_.InsertPending(key, age);
+    auto& c = table_.row(id).charge;
+    c.merchant_id = kMerchant;
+    c.fingerprint = RequestFingerprint(request_);
+    c.amount = request_.amount;
+    return id;
+  }
+
+  const charges::Charge& Charge(const std::string& key = "k1") { return table_.charge(*table_.IdByKey(kMerchant, key)); }
+  std::vector<std::string> Events(const std::string& key = "k1") {
+    return table_.EventTypes(*table_.IdByKey(kMerchant, key));
+  }
+  static std::string Status(const http::Response& r) {
+    return std::string(boost::json::parse(r.body()).at("status").as_string());
+  }
+
+  // "Another actor" writes `status` with its event, as its own Complete would.
+  void AnotherActorWrites(const std::string& id, ChargeStatus status, std::optional<std::string> reason) {
+    auto& row = table_.row(id);
+    row.charge.status = status;
+    row.charge.failure_reason = std::move(reason);
+    row.charge.owner_id.reset();
+    row.lease_expires_at.reset();
+    table_.AddEvent(row);
+  }
+
+  FakeRetryClock clock_;
+  FakeChargeTable table_{[this] { return clock_.WallNow(); }};
+  FakeChargeStore store_{table_};
+  acquirer::RetryPolicy policy_{acquirer::RetryPolicyOptions{2, 100ms, 200ms, 1s},
+                                std::make_shared<ScriptedRandom>(std::vector<double>{0.5})};
+  std::shared_ptr<metrics::Registry> registry_ = metrics::NewRegistry();
+  ChargeApiProbe probe_{*registry_};
+  ChargeRequest request_;
+  std::unique_ptr<ScriptedAcquirerClient> acquirer_;
+  std::unique_ptr<ChargeService> service_;
+};
+
+TEST_F(ChargeServiceTest, AFirstCaptureAfterATimeoutCapturesWithEveryAttemptOnRecord) {
+  Script({Answer(OutcomeKind::kTimedOut), Answer(OutcomeKind::kCaptured, CaptureOf())});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 201);
+  EXPECT_EQ(Status(r), "captured");
+  EXPECT_EQ(Charge().acquirer_capture_id, "cap_1");
+  const auto& attempts = table_.row(Charge().id).attempts;
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].outcome, OutcomeKind::kTimedOut);
+  EXPECT_EQ(attempts[1].outcome, OutcomeKind::kCaptured);
+  EXPECT_EQ(Events(), (std::vector<std::string>{"payments.charge.initiated.v1", "payments.charge.captured.v1"}));
+}
+
+TEST_F(ChargeServiceTest, AFirstCaptureThatNeverLeftTheProcessFails) {
+  Script({Answer(OutcomeKind::kNotSent), Answer(OutcomeKind::kNotSent)});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 402);
+  EXPECT_EQ(Charge().status, ChargeStatus::kFailed);
+  EXPECT_EQ(Charge().failure_reason, "acquirer_unreachable");
+}
+
+// Defect 1: nothing left this run, but a capture of someone else's may have (an actor that ignored the
+// lease, or one whose lease ran out): the history read after the run forbids "no money was taken".
+TEST_F(ChargeServiceTest, AFirstCaptureThatNeverLeftStaysPendingWhenAnotherCaptureMayHaveLeft) {
+  Script({Answer(OutcomeKind::kNotSent), Answer(OutcomeKind::kNotSent)});
+  table_.Before("ReadAttemptHistory", [&] {
+    auto& row = table_.row(Charge().id);
+    row.attempts.push_back(testing::FakeAttempt{9, "req-other", acquirer::Operation::kCapture, "reconciler",
+                                                clock_.WallNow(), std::nullopt, std::nullopt, std::nullopt});
+  });
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+}
+
+// Defect 1: the combination that told a client "no money was taken" while the acquirer held its capture.
+TEST_F(ChargeServiceTest, ATakeoverWhoseLookupNeverLeftStaysPendingAndGivesTheLeaseBack) {
+  DeadOwnersCharge();
+  Script({Answer(OutcomeKind::kNotSent), Answer(OutcomeKind::kNotSent)});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Status(r), "pending");
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_FALSE(Charge().owner_id.has_value());
+  EXPECT_TRUE(acquirer_->captures.empty());
+  EXPECT_EQ(Events(), std::vector<std::string>{"payments.charge.initiated.v1"});
+}
+
+TEST_F(ChargeServiceTest, ATakeoverWhoseCaptureNeverLeftStaysPending) {
+  DeadOwnersCharge();
+  Script({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kNotSent), Answer(OutcomeKind::kNotSent)});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_EQ(table_.Calls("ReadAttemptHistory"), 0);  // a takeover never even asks
+}
+
+TEST_F(ChargeServiceTest, ATakeoverThatFindsTheCaptureRecordsIt) {
+  DeadOwnersCharge();
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 201);
+  EXPECT_EQ(Charge().status, ChargeStatus::kCaptured);
+  EXPECT_TRUE(acquirer_->captures.empty());
+}
+
+// Defect 2.
+TEST_F(ChargeServiceTest, ATakeoverThatFindsTheCaptureVoidedGoesToReviewBeforeTheDeadline) {
+  DeadOwnersCharge();
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf(acquirer::CaptureStatus::kVoided))});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Status(r), "needs_review");
+  EXPECT_EQ(Charge().failure_reason, "acquirer_capture_voided");
+}
+
+TEST_F(ChargeServiceTest, ATakeoverThatFindsTheCaptureVoidedPastTheDeadlineRecordsCanceled) {
+  DeadOwnersCharge(2h);
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf(acquirer::CaptureStatus::kVoided))});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 402);
+  EXPECT_EQ(Charge().status, ChargeStatus::kCanceled);
+  EXPECT_EQ(Charge().failure_reason, "deadline_passed_voided");
+}
+
+// Defect 3: proof of money against a no-money state written first by someone else.
+TEST_F(ChargeServiceTest, AProvenCaptureThatLosesToAFailureGoesToReviewWithItsEvent) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("Complete", [&] { AnotherActorWrites(Charge().id, ChargeStatus::kFailed, "not_captured"); });
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Status(r), "needs_review");
+  EXPECT_EQ(Charge().status, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(Charge().failure_reason, "acquirer_capture_contradicts_failed");
+  EXPECT_EQ(Events(), (std::vector<std::string>{"payments.charge.initiated.v1", "payments.charge.failed.v1",
+                                                "payments.charge.needs_review.v1"}));
+}
+
+// Defect 4: an attempt that cannot be recorded is not sent, whatever the database error.
+TEST_F(ChargeServiceTest, AnAttemptThatCannotBeRecordedIsNotSent) {
+  for (const auto code : {db::DbErrc::kFailed, db::DbErrc::kUnavailable}) {
+    table_ = FakeChargeTable{[this] { return clock_.WallNow(); }};
+    Script({Answer(OutcomeKind::kTimedOut), Answer(OutcomeKind::kCaptured, CaptureOf())});
+    // Attempt 2's start is refused (a transient error: refused on every one of its retries too).
+    for (int i = 0; i < 4; ++i) table_.FailNext("StartAttempt", code);
+    const auto r = Create("k-" + std::string(db::ToString(code)));
+    EXPECT_EQ(r.result_int(), 202) << db::ToString(code);
+    EXPECT_EQ(acquirer_->captures.size(), 1u) << db::ToString(code);
+  }
+}
+
+TEST_F(ChargeServiceTest, ATakeoverLookupThatCannotBeRecordedIsNotSentAndConcludesNothing) {
+  DeadOwnersCharge();
+  Script({});
+  for (int i = 0; i < 8; ++i) table_.FailNext("StartAttempt", db::DbErrc::kFailed);
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_TRUE(acquirer_->lookups.empty());
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+}
+
+// Defect 5: an inference ("nothing left") lands only while this request still owns the charge.
+TEST_F(ChargeServiceTest, AnInferredFailureDoesNotLandOnceAnotherActorOwnsTheCharge) {
+  Script({Answer(OutcomeKind::kNotSent), Answer(OutcomeKind::kNotSent)});
+  table_.Before("Complete", [&] {
+    auto& row = table_.row(Charge().id);
+    row.charge.owner_id = "reconciler/run";
+    row.lease_expires_at = clock_.WallNow() + 90s;
+  });
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Status(r), "pending");
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_EQ(Events(), std::vector<std::string>{"payments.charge.initiated.v1"});
+}
+
+// ... while a proven capture lands whoever holds the charge.
+TEST_F(ChargeServiceTest, AProvenCaptureLandsEvenOnceAnotherActorOwnsTheCharge) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("Complete", [&] { table_.row(Charge().id).charge.owner_id = "reconciler/run"; });
+  EXPECT_EQ(Create().result_int(), 201);
+  EXPECT_EQ(Charge().status, ChargeStatus::kCaptured);
+}
+
+// Defect 6: the loser answers what won.
+TEST_F(ChargeServiceTest, TheLoserOfACompletionAnswersWhatWon) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("Complete", [&] { AnotherActorWrites(Charge().id, ChargeStatus::kCaptured, std::nullopt); });
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 201);
+  EXPECT_EQ(Status(r), "captured");
+  EXPECT_EQ(Events(), (std::vector<std::string>{"payments.charge.initiated.v1", "payments.charge.captured.v1"}));
+}
+
+// Defect 7.
+TEST_F(ChargeServiceTest, ALongKeyIsSentToTheAcquirerHashed) {
+  const std::string key(240, 'k');
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  EXPECT_EQ(Create(key).result_int(), 201);
+  ASSERT_EQ(acquirer_->captures.size(), 1u);
+  EXPECT_EQ(acquirer_->captures[0].idempotency_key, std::string(kMerchant) + "#" + util::Sha256Hex(key));
+}
+
+// Defect 8: past the deadline a takeover never captures.
+TEST_F(ChargeServiceTest, PastTheDeadlineATakeoverNeverCaptures) {
+  DeadOwnersCharge(2h);
+  Script({Answer(OutcomeKind::kNotFound)});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Status(r), "pending");
+  EXPECT_TRUE(acquirer_->captures.empty());
+  EXPECT_FALSE(Charge().owner_id.has_value());
+}
+
+TEST_F(ChargeServiceTest, PastTheDeadlineATakeoverLeavesAFoundCaptureToTheReconcilersVoid) {
+  DeadOwnersCharge(2h);
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_TRUE(acquirer_->voids.empty());
+}
+
+// Defect 9: the takeover renews its lease between its lookup and its capture...
+TEST_F(ChargeServiceTest, ATakeoverRenewsItsLeaseBeforeItCaptures) {
+  DeadOwnersCharge();
+  Script({Step{OutcomeOf(OutcomeKind::kNotFound), 2500ms}, Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("RenewLease", [&] {
+    // The lookup took 2.5 s of the 3 s lease: before the renewal, half a second is left.
+    EXPECT_LE(Charge().lease_remaining, 600ms);
+  });
+  table_.Before("Complete", [&] { EXPECT_GT(Charge().lease_remaining, 2s); });
+  EXPECT_EQ(Create().result_int(), 201);
+  EXPECT_EQ(table_.Calls("RenewLease"), 1);
+}
+
+// ... and captures nothing if the charge is no longer its own.
+TEST_F(ChargeServiceTest, ATakeoverThatLostItsChargeBeforeTheCaptureDoesNotCapture) {
+  DeadOwnersCharge();
+  Script({Answer(OutcomeKind::kNotFound)});
+  table_.Before("RenewLease", [&] { table_.row(Charge().id).charge.owner_id = "reconciler/run"; });
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_TRUE(acquirer_->captures.empty());
+}
+
+// Defect 10: a charge flagged for review since its first answer replays what GET shows.
+TEST_F(ChargeServiceTest, AReplayOfAFlaggedChargeAnswersItsCurrentState) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  ASSERT_EQ(Create().result_int(), 201);
+  const auto flagged = Await(store_.FlagForReview(Charge().id, ChargeStatus::kCaptured, "window_mismatch",
+                                                  clock_.WallNow(), ""));
+  ASSERT_TRUE(flagged && flagged->has_value());
+  const auto replay = Create();
+  EXPECT_EQ(replay.result_int(), 202);
+  EXPECT_EQ(replay["Idempotent-Replayed"], "true");
+  EXPECT_EQ(Status(replay), "needs_review");
+  const auto got = Await(service_->Get(kMerchant, Charge().public_id()));
+  EXPECT_EQ(boost::json::parse(got.body()), boost::json::parse(replay.body()));
+}
+
+}  // namespace
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,168 @@
+// PendingSweep's decisions applied, fast: one sweep against the in-memory stores (the SQL's rules: leases,
+// the conditional transition and its owner guard, the attempt history), a scripted acquirer and a clock
+// that sleeps by advancing itself. Races with another actor are staged with the store's Before hook;
+// reconciler_e2etest.cpp and money_safety_e2etest.cpp run the same families against the real binaries.
+#include "pending_sweep.hpp"
+
+#include <gtest/gtest.h>
+
+#include "acquirer_fakes.hpp"
+#include "await.hpp"
+#include "fake_charge_stores.hpp"
+
+namespace charge_outbox::reconciler {
+namespace {
+
+using namespace std::chrono_literals;
+using acquirer::OutcomeKind;
+using acquirer::testing::FakeRetryClock;
+using acquirer::testing::OutcomeOf;
+using acquirer::testing::ScriptedAcquirerClient;
+using acquirer::testing::ScriptedRandom;
+using charges::ChargeStatus;
+using testing::Await;
+using testing::FakeChargeStore;
+using testing::FakeChargeTable;
+using testing::FakeReconciliationStore;
+using Step = ScriptedAcquirerClient::Step;
+
+Step Answer(OutcomeKind kind, acquirer::CaptureStatus status = acquirer::CaptureStatus::kCaptured) {
+  auto outcome = OutcomeOf(kind);
+  if (kind == OutcomeKind::kCaptured) {
+    outcome.capture = acquirer::Capture{.id = "cap_1", .status = status, .amount = 25000, .currency = "BRL"};
+  }
+  if (kind == OutcomeKind::kDeclined) outcome.decline_code = "card_declined";
+  return Step{outcome, 50ms};
+}
+
+class PendingSweepTest : public ::testing::Test {
+ protected:
+  PendingSweepTest() {
+    options_.grace_period = 1min;
+    options_.concurrency = 1;
+    options_.claim_lease = 10s;
+    options_.decision.visibility_window = 1min;
+  }
+
+  RunSummary Sweep(std::deque<Step> script) {
+    acquirer_ = std::make_unique<ScriptedAcquirerClient>(std::move(script), &clock_);
+    PendingSweep sweep({charges_, store_, *acquirer_, policy_, clock_, jitter_}, options_, kOwner);
+    return Await(sweep.Run());
+  }
+
+  const charges::Charge& Charge() { return table_.charge(id_); }
+  std::vector<std::string> Events() { return table_.EventTypes(id_); }
+
+  // A not-found look made `ago`, on record as the reconciler makes them.
+  void LookedAndFoundNothing(std::chrono::milliseconds ago) {
+    auto& row = table_.row(id_);
+    const int no = ++row.charge.attempt_count;
+    row.attempts.push_back(testing::FakeAttempt{no, "look-" + std::to_string(no), acquirer::Operation::kLookup,
+                                                "reconciler", clock_.WallNow() - ago, clock_.WallNow() - ago,
+                                                OutcomeKind::kNotFound, acquirer::EvidenceClass::kUnknown});
+  }
+
+  static constexpr const char* kOwner = "reconciler/test/run";
+  FakeRetryClock clock_;
+  FakeChargeTable table_{[this] { return clock_.WallNow(); }};
+  FakeChargeStore charges_{table_};
+  FakeReconciliationStore store_{table_};
+  acquirer::RetryPolicy policy_{acquirer::RetryPolicyOptions{2, 100ms, 200ms, 1s},
+                                std::make_shared<ScriptedRandom>(std::vector<double>{0.5})};
+  ScriptedRandom jitter_{{0.5}};
+  SweepOptions options_;
+  std::unique_ptr<ScriptedAcquirerClient> acquirer_;
+  std::string id_ = table_.InsertPending("k1", 10min);
+};
+
+TEST_F(PendingSweepTest, ACaptureFoundByKeyIsRecordedOnceWithItsEvent) {
+  const auto summary = Sweep({Answer(OutcomeKind::kCaptured)});
+  EXPECT_EQ(summary.captured, 1);
+  EXPECT_EQ(Charge().status, ChargeStatus::kCaptured);
+  EXPECT_EQ(Events(), (std::vector<std::string>{"payments.charge.initiated.v1", "payments.charge.captured.v1"}));
+}
+
+// Defect 11: by default, repeated not-found looks ask the acquirer for an answer with the same key.
+TEST_F(PendingSweepTest, RepeatedNotFoundResubmitsWithTheSameKeyByDefaultAndTakesItsAnswer) {
+  LookedAndFoundNothing(2min);
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kDeclined)});
+  ASSERT_EQ(acquirer_->captures.size(), 1u);
+  EXPECT_EQ(acquirer_->captures[0].idempotency_key, charges::AcquirerIdempotencyKey(Charge()));
+  EXPECT_EQ(summary.failed, 1);
+  EXPECT_EQ(Charge().status, ChargeStatus::kFailed);
+  EXPECT_EQ(Charge().decline_code, "card_declined");
+}
+
+TEST_F(PendingSweepTest, AResubmitWithoutAnAnswerStaysPending) {
+  LookedAndFoundNothing(2min);
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kNotSent),
+                              Answer(OutcomeKind::kNotSent)});
+  EXPECT_EQ(summary.still_pending, 1);
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+}
+
+// Defect 5: under the opt-in `fail` policy, the inference lands only while the run holds the charge.
+TEST_F(PendingSweepTest, AnInferredFailureDoesNotLandOnceChargeApiHasTakenTheChargeOver) {
+  options_.decision.not_found_policy = NotFoundPolicy::kFail;
+  LookedAndFoundNothing(2min);
+  table_.Before("Complete", [&] {
+    auto& row = table_.row(id_);
+    row.charge.owner_id = "charge-api/request";
+    row.lease_expires_at = clock_.WallNow() + 30s;
+  });
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound)});
+  EXPECT_EQ(summary.failed, 0);
+  EXPECT_EQ(summary.already_resolved, 1);
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_EQ(Events(), std::vector<std::string>{"payments.charge.initiated.v1"});
+}
+
+TEST_F(PendingSweepTest, AnInferredFailureLandsWhileTheRunHoldsTheCharge) {
+  options_.decision.not_found_policy = NotFoundPolicy::kFail;
+  LookedAndFoundNothing(2min);
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound)});
+  EXPECT_EQ(summary.failed, 1);
+  EXPECT_EQ(Charge().failure_reason, "not_captured");
+}
+
+// Defect 3, the reconciler's side: its proof of a capture loses to a failure someone wrote first.
+TEST_F(PendingSweepTest, AProvenCaptureThatLosesToAFailureGoesToReview) {
+  table_.Before("Complete", [&] {
+    auto& row = table_.row(id_);
+    row.charge.status = ChargeStatus::kFailed;
+    row.charge.failure_reason = "acquirer_unreachable";
+    table_.AddEvent(row);
+  });
+  const auto summary = Sweep({Answer(OutcomeKind::kCaptured)});
+  EXPECT_EQ(summary.needs_review, 1);
+  EXPECT_EQ(Charge().status, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(Charge().failure_reason, "acquirer_capture_contradicts_failed");
+  EXPECT_EQ(Events().back(), "payments.charge.needs_review.v1");
+}
+
+// Defect 2 from the reconciler's side: the same reading as charge-api's.
+TEST_F(PendingSweepTest, AVoidedCaptureBeforeTheDeadlineGoesToReview) {
+  const auto summary = Sweep({Answer(OutcomeKind::kCaptured, acquirer::CaptureStatus::kVoided)});
+  EXPECT_EQ(summary.needs_review, 1);
+  EXPECT_EQ(Charge().failure_reason, "acquirer_capture_voided");
+}
+
+// Defect 4: a lookup that cannot be recorded is not sent.
+TEST_F(PendingSweepTest, ALookupThatCannotBeRecordedIsNotSent) {
+  for (int i = 0; i < 2; ++i) table_.FailNext("StartAttempt", db::DbErrc::kFailed);
+  const auto summary = Sweep({});
+  EXPECT_TRUE(acquirer_->lookups.empty());
+  EXPECT_EQ(summary.errors, 1);
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+}
+
+TEST_F(PendingSweepTest, PastTheDeadlineAnUnconfirmedChargeGoesToReviewWhateverThePolicy) {
+  table_.row(id_).charge.created_at = clock_.WallNow() - 2h;
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound)});
+  EXPECT_EQ(summary.needs_review, 1);
+  EXPECT_EQ(Charge().failure_reason, "deadline_passed_unconfirmed");
+  EXPECT_TRUE(acquirer_->captures.empty());
+}
+
+}  // namespace
+}  // namespace charge_outbox::reconciler
