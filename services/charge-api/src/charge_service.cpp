@@ -176,23 +176,24 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
   const auto run = co_await charges::RunRecorded(policy_, clock_, recorder, lookup_call);
   const auto reading = charges::ReadRun(charges::FactsOf(charges::RunKind::kLookup, run),
                                         charges::ChargeFacts{past_deadline, std::nullopt});
-  log::ScopedTraceId scope(trace.trace_id);
+  // The trace id is a thread's, so it is scoped to each log line, never held across a co_await.
+  const auto log_info = [&](std::string_view what) {
+    log::ScopedTraceId scope(trace.trace_id);
+    spdlog::info("charge {} {}", charge.public_id(), what);
+  };
   switch (reading.finding) {
     case charges::Finding::kSettled:
       co_return co_await Settle(charge, lease, reading.transition, recorder, trace);
     case charges::Finding::kUnanswered:
-      spdlog::info("charge {} pending: the lookup got no answer ({})", charge.public_id(),
-                   acquirer::ToString(run.last().kind));
+      log_info("pending: the lookup got no answer (" + std::string(acquirer::ToString(run.last().kind)) + ")");
       co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
     case charges::Finding::kCaptureToVoid:
-      spdlog::info("charge {} captured at the acquirer but past its deadline: left to the reconciler, which voids it",
-                   charge.public_id());
+      log_info("captured at the acquirer but past its deadline: left to the reconciler, which voids it");
       co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
     case charges::Finding::kNotVisible: break;
   }
   if (past_deadline) {
-    spdlog::info("charge {} not found at the acquirer and past its deadline: not captured now; left to the "
-                 "reconciler", charge.public_id());
+    log_info("not found at the acquirer and past its deadline: not captured now; left to the reconciler");
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
   }
   // Not visible at the acquirer: capture with the same key. If an earlier capture is merely not visible
@@ -202,11 +203,11 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
   const auto renew_call = [&] { return store_.RenewLease(charge.id, lease.owner_id, lease.duration); };
   const auto renewed = co_await db::WithDbRetries(renew_call);
   if (!renewed) {
-    spdlog::warn("charge {}: lease not renewed ({}); not capturing", charge.public_id(), renewed.error().detail);
+    log_info("pending: lease not renewed (" + renewed.error().detail + "); not capturing");
     co_return co_await GiveUp(charge, lease, std::nullopt);
   }
   if (!*renewed) {
-    spdlog::info("charge {} is no longer ours (resolved or taken over); not capturing", charge.public_id());
+    log_info("is no longer this request's (resolved or taken over); not capturing");
     const auto now = co_await store_.FindById(charge.merchant_id, charge.id);
     co_return now && *now ? AnswerFor(**now, false) : ToHttp(ResponseFor(charge), charge.public_id(), false);
   }
@@ -217,7 +218,6 @@ asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& cha
                                                       charges::Transition transition,
                                                       charges::AttemptRecorder& recorder,
                                                       const trace::TraceContext& trace) {
-  log::ScopedTraceId scope(trace.trace_id);
   transition.owner_id = lease.owner_id;
   transition.traceparent = trace.ToTraceparent();
   charges::Charge after = charge;
@@ -233,6 +233,7 @@ asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& cha
 
   const auto last_attempt = recorder.TakeLastFinish();
   const auto settled = co_await charges::Settle(store_, charge, transition, last_attempt);
+  log::ScopedTraceId scope(trace.trace_id);  // no co_await below
   if (!settled) {
     // The acquirer's answer is known but not recorded. The charge stays pending under our lease; when
     // it expires a retry (or the reconciler) asks the acquirer by key and records the same truth.
