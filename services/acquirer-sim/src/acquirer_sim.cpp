@@ -457,12 +457,14 @@ asio::awaitable<Reply> AcquirerSim::HandleCapture(const http::Request& request, 
   switch (begun.outcome) {
     case BeginOutcome::kProceed:
       break;
-    case BeginOutcome::kReplayCaptured:
-      co_await Sleep(decision.latency);
-      co_return Answer(Replayed(Created(CaptureJson(*begun.capture, true), begun.capture->id)));
-    case BeginOutcome::kReplayDeclined:
-      co_await Sleep(decision.latency);
-      co_return Answer(Replayed(Declined(begun.decline_code)));
+    case BeginOutcome::kReplayCaptured: {
+      auto replayed = Replayed(Created(CaptureJson(*begun.capture, true), begun.capture->id));
+      co_return co_await DeliverReplay(std::move(replayed));
+    }
+    case BeginOutcome::kReplayDeclined: {
+      auto replayed = Replayed(Declined(begun.decline_code));
+      co_return co_await DeliverReplay(std::move(replayed));
+    }
     case BeginOutcome::kInFlight:
       co_return Answer(WithRetryAfter(Problem(Status::conflict, "Request in progress",
                                               "a request with this Idempotency-Key is still being processed; retry later"),
@@ -493,6 +495,20 @@ asio::awaitable<Reply> AcquirerSim::HandleCapture(const http::Request& request, 
       co_return Answer(StorageUnavailable());
   }
   co_return Answer(StorageUnavailable());
+}
+
+// A replay is an operation of its own (`replay` in apply_to), with its own draw: the capture's draw
+// decided what a new capture would have done.
+asio::awaitable<Reply> AcquirerSim::DeliverReplay(Response replayed) {
+  const FaultDecision decision = faults_.Draw(kOpReplay);
+  if (decision.throttle || decision.error) {
+    co_return Answer(WithRetryAfter(
+        decision.throttle ? Problem(Status::too_many_requests, "Too many requests", "rate limit exceeded")
+                          : Problem(Status::service_unavailable, "Service unavailable", "temporary failure"),
+        decision.retry_after_s));
+  }
+  co_await Sleep(decision.latency);
+  co_return co_await Deliver(decision, std::move(replayed), "replay");
 }
 
 asio::awaitable<Reply> AcquirerSim::HandleQuery(MerchantIndex merchant, std::string_view query) {

@@ -89,6 +89,7 @@ class AcquirerSim {
                                                  std::string_view id);
   boost::asio::awaitable<http::Reply> Deliver(const FaultDecision& decision, http::Response response,
                                               std::string_view what);
+  boost::asio::awaitable<http::Reply> DeliverReplay(http::Response replayed);
   http::Response PutFaults(const http::Request& request);
   http::Response Ledger() const;
   http::Response Reset();

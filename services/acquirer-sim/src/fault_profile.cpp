@@ -21,7 +21,8 @@ constexpr double kZ99 = 2.3263478740408408;
 
 constexpr const char* kDistributionNames[] = {"none", "fixed", "uniform", "lognormal"};
 constexpr std::pair<const char*, Operation> kOperationNames[] = {
-    {"capture", kOpCapture}, {"void", kOpVoid}, {"lookup", kOpLookup}, {"list", kOpList}};
+    {"capture", kOpCapture}, {"void", kOpVoid}, {"lookup", kOpLookup}, {"list", kOpList},
+    {"replay", kOpReplay}};
 
 const char* DistributionName(LatencyDistribution d) { return kDistributionNames[static_cast<int>(d)]; }
 
@@ -142,7 +143,7 @@ std::optional<ProfileError> ReadDeclineRules(const json::value& v,
 }
 
 std::optional<ProfileError> ReadOperations(const json::value& v, unsigned& out) {
-  if (!v.is_array()) return Error("apply_to", "must be an array of capture, void, lookup, list");
+  if (!v.is_array()) return Error("apply_to", "must be an array of capture, void, lookup, list, replay");
   out = 0;
   for (const auto& item : v.get_array()) {
     bool known = false;
@@ -152,7 +153,7 @@ std::optional<ProfileError> ReadOperations(const json::value& v, unsigned& out) 
         known = true;
       }
     }
-    if (!known) return Error("apply_to", "each item must be one of capture, void, lookup, list");
+    if (!known) return Error("apply_to", "each item must be one of capture, void, lookup, list, replay");
   }
   return std::nullopt;
 }

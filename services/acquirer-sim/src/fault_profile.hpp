@@ -37,6 +37,9 @@ enum Operation : unsigned {
   kOpVoid = 1u << 1,
   kOpLookup = 1u << 2,  // GET /v1/captures?idempotency_key= and GET /v1/captures/{id}
   kOpList = 1u << 3,
+  // A capture whose key already finished (captured or declined), answered from the store: a real
+  // acquirer in trouble is slow, failing or silent for these too.
+  kOpReplay = 1u << 4,
 };
 
 struct FaultProfile {

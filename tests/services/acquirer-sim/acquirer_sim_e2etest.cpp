@@ -318,6 +318,31 @@ TEST_F(AcquirerSimE2E, FaultsReachLookupsOnlyWhenListedInApplyTo) {
   EXPECT_EQ(client_->Get("/v1/captures?limit=5", Auth(kKeyA)).status(), 503u);
 }
 
+// A replay of a finished key is an operation of its own: left out of apply_to it answers at once, named
+// there it can fail, stall or go silent like any other call of an acquirer in trouble.
+TEST_F(AcquirerSimE2E, FaultsReachReplaysOnlyWhenListedInApplyTo) {
+  ASSERT_EQ(Capture("k1", CaptureBody("ch_1")).status(), 201u);
+  SetFaults(R"({"timeout_rate": 1, "timeout_delay_ms": 3000})");
+  client_->set_timeout(1s);
+  EXPECT_EQ(Capture("k1", CaptureBody("ch_1")).status(), 201u);  // new captures only: the replay answers at once
+  client_->set_timeout(10s);
+
+  SetFaults(R"({"error_rate": 1, "apply_to": ["replay"]})");
+  const auto failing = Capture("k1", CaptureBody("ch_1"));
+  EXPECT_EQ(failing.status(), 503u);
+  EXPECT_EQ(failing.header("Retry-After"), "1");
+  EXPECT_EQ(Capture("k2", CaptureBody("ch_2")).status(), 201u);  // a new capture is not a replay
+
+  SetFaults(R"({"drop_rate": 1, "apply_to": ["replay"]})");
+  EXPECT_EQ(Capture("k1", CaptureBody("ch_1")).error, bhttp::error::end_of_stream);
+
+  SetFaults(R"({"timeout_rate": 1, "timeout_delay_ms": 3000, "apply_to": ["replay"]})");
+  client_->set_timeout(500ms);
+  EXPECT_EQ(Capture("k1", CaptureBody("ch_1")).error, boost::beast::error::timeout);
+  client_->set_timeout(10s);
+  EXPECT_EQ(Ledger().size(), 2u);  // replays never capture again
+}
+
 TEST_F(AcquirerSimE2E, VisibilityDelayHidesACaptureFromLookupAndListForAWhile) {
   SetFaults(R"({"visibility_delay_ms": 1500})");
   const auto created = Capture("k1", CaptureBody("ch_1"));

@@ -97,6 +97,7 @@ TEST(FaultProfile, ErrorsNameTheField) {
   EXPECT_EQ(ParseError(R"({"latency": {"distribution": "lognormal", "p99_ms": 10}})").field, "latency.median_ms");
   EXPECT_EQ(ParseError(R"({"decline_rules": {"pm_a": ""}})").field, "decline_rules.pm_a");
   EXPECT_EQ(ParseError(R"({"apply_to": ["capture", "refund"]})").field, "apply_to");
+  EXPECT_EQ(Parse(R"({"apply_to": ["replay", "capture"]})").apply_to, kOpReplay | kOpCapture);
   EXPECT_EQ(ParseError(R"([1, 2])").field, "");
   const auto syntax = ParseError(R"({"timeout_rate": )");
   EXPECT_EQ(syntax.field, "");
