@@ -154,5 +154,20 @@ TEST_F(FaultProxyTest, ResetAbortsOpenConnectionsAndRefusesNewOnes) {
   EXPECT_EQ(healed.Receive(1, 2s), "c");
 }
 
+TEST_F(FaultProxyTest, RefuseClosesThePortUntilHealed) {
+  Client before(proxy_.port());
+  ASSERT_TRUE(before.Send("a"));
+  ASSERT_EQ(before.Receive(1, 2s), "a");
+  proxy_.Refuse();
+  EXPECT_EQ(before.Receive(1, 2s), "<reset>");
+  Client refused(proxy_.port());
+  EXPECT_FALSE(refused.connected());  // ECONNREFUSED: nothing listens
+  proxy_.Pass();
+  Client healed(proxy_.port());
+  ASSERT_TRUE(healed.connected());
+  ASSERT_TRUE(healed.Send("b"));
+  EXPECT_EQ(healed.Receive(1, 2s), "b");
+}
+
 }  // namespace
 }  // namespace charge_outbox::testing

@@ -63,6 +63,9 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const EnvChange
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path_.c_str(), O_WRONLY | O_TRUNC, 0);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path_.c_str(), O_WRONLY | O_TRUNC, 0);
+  // Nothing but stdio crosses into the child: an inherited socket (a test's proxy, a client connection)
+  // would outlive its owner in every child, so a peer would never see it close.
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   const int rc = ::posix_spawn(&pid_, argp[0], &actions, nullptr, argp.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start " + argv.at(0) + ": " + std::strerror(rc));
@@ -84,10 +87,18 @@ void ChildProcess::Signal(int signal) const {
 
 std::string ChildProcess::CurrentOutput() const { return ReadFile(out_path_) + ReadFile(err_path_); }
 
+bool ChildProcess::Running() {
+  if (reaped_) return false;
+  const pid_t r = ::waitpid(pid_, &status_, WNOHANG);
+  if (r != pid_) return true;
+  reaped_ = true;
+  return false;
+}
+
 ProcessResult ChildProcess::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (true) {
+  int status = status_;
+  while (!reaped_) {
     const pid_t r = ::waitpid(pid_, &status, WNOHANG);
     if (r == pid_) break;
     if (r < 0) throw std::runtime_error("waitpid failed: " + std::string(std::strerror(errno)));

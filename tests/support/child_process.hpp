@@ -33,11 +33,14 @@ class ChildProcess {
   void Signal(int signal) const;
   // Waits for exit; on timeout SIGKILLs the child and throws.
   ProcessResult Wait(std::chrono::milliseconds timeout);
+  // Whether it still runs; a child that has exited is reaped here (a later Wait returns at once).
+  bool Running();
   std::string CurrentOutput() const;
 
  private:
   pid_t pid_ = -1;
   bool reaped_ = false;
+  int status_ = 0;  // the wait status, once reaped
   std::string out_path_;
   std::string err_path_;
 };

@@ -33,7 +33,9 @@ struct FaultProxy::State : std::enable_shared_from_this<State> {
       : upstream_host(std::move(host)),
         upstream_port(upstream),
         acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), listen)),
-        changed(io, asio::steady_timer::time_point::max()) {}
+        port(acceptor.local_endpoint().port()),
+        changed(io, asio::steady_timer::time_point::max()),
+        work(asio::make_work_guard(io)) {}
 
   // Everything below runs on the proxy's thread.
   asio::awaitable<void> Accept() {
@@ -104,10 +106,21 @@ struct FaultProxy::State : std::enable_shared_from_this<State> {
   }
 
   void Set(Mode m, std::chrono::milliseconds d) {
+    const bool was_refusing = mode == Mode::kRefuse;
     mode = m;
     delay = d;
-    if (m == Mode::kReset) {
+    if (m == Mode::kReset || m == Mode::kRefuse) {
       for (const auto& c : live) Kill(*c);
+    }
+    boost::system::error_code ignored;
+    if (m == Mode::kRefuse && !was_refusing) acceptor.close(ignored);
+    if (m != Mode::kRefuse && was_refusing) {
+      // Listening again on the same port; until now connects were refused by the kernel.
+      acceptor.open(tcp::v4());
+      acceptor.set_option(tcp::acceptor::reuse_address(true));
+      acceptor.bind(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+      acceptor.listen();
+      asio::co_spawn(io, Accept(), asio::detached);
     }
     // Wake every pump waiting out a partition; the timer is re-armed for the next wait.
     changed.cancel();
@@ -132,7 +145,10 @@ struct FaultProxy::State : std::enable_shared_from_this<State> {
   std::uint16_t upstream_port;
   asio::io_context io;
   tcp::acceptor acceptor;
+  std::uint16_t port;  // kept across a Refuse(), to listen on again
   asio::steady_timer changed;
+  // Keeps the thread running while nothing is pending (the port closed by Refuse, no connection open).
+  asio::executor_work_guard<asio::io_context::executor_type> work;
   std::set<std::shared_ptr<Connection>> live;
   std::atomic<Mode> mode{Mode::kPass};
   std::chrono::milliseconds delay{0};
@@ -153,12 +169,13 @@ FaultProxy::~FaultProxy() {
     s->acceptor.close(ignored);
     for (const auto& c : s->live) State::Kill(*c);
     s->changed.cancel();
+    s->work.reset();
     s->io.stop();
   });
   if (state_->thread.joinable()) state_->thread.join();
 }
 
-std::uint16_t FaultProxy::port() const { return state_->acceptor.local_endpoint().port(); }
+std::uint16_t FaultProxy::port() const { return state_->port; }
 
 // Applied on the proxy's thread; returns once it is in effect.
 void FaultProxy::Switch(Mode mode, std::chrono::milliseconds delay) {
@@ -169,6 +186,7 @@ void FaultProxy::Pass() { Switch(Mode::kPass, std::chrono::milliseconds{0}); }
 void FaultProxy::Delay(std::chrono::milliseconds delay) { Switch(Mode::kDelay, delay); }
 void FaultProxy::BlackHole() { Switch(Mode::kBlackHole, std::chrono::milliseconds{0}); }
 void FaultProxy::Reset() { Switch(Mode::kReset, std::chrono::milliseconds{0}); }
+void FaultProxy::Refuse() { Switch(Mode::kRefuse, std::chrono::milliseconds{0}); }
 FaultProxy::Mode FaultProxy::mode() const { return state_->mode; }
 std::uint64_t FaultProxy::accepted() const { return state_->accepted; }
 std::uint64_t FaultProxy::open() const { return state_->open; }

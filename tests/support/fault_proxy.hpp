@@ -9,6 +9,8 @@
 //                   New connections are accepted and hang the same way. Pass() heals it: what was
 //                   written meanwhile arrives, in order, as TCP would deliver it after the partition.
 //   Reset()         every open connection is reset (RST, both sides); new ones are reset on accept
+//   Refuse()        the port stops listening and open connections are reset: a connect is refused, as
+//                   when the upstream's process is gone. Any other mode listens again, on the same port.
 //
 // It runs on a thread of its own; every method is thread-safe. No root, no iptables.
 #pragma once
@@ -22,7 +24,7 @@ namespace charge_outbox::testing {
 
 class FaultProxy {
  public:
-  enum class Mode { kPass, kDelay, kBlackHole, kReset };
+  enum class Mode { kPass, kDelay, kBlackHole, kReset, kRefuse };
 
   // Listens on 127.0.0.1:`listen_port` (0: any free port) and forwards to upstream_host:upstream_port.
   FaultProxy(std::string upstream_host, std::uint16_t upstream_port, std::uint16_t listen_port = 0);
@@ -36,6 +38,7 @@ class FaultProxy {
   void Delay(std::chrono::milliseconds delay);
   void BlackHole();
   void Reset();
+  void Refuse();
   Mode mode() const;
 
   // Connections accepted so far, and those open now.

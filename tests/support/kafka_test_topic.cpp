@@ -89,20 +89,33 @@ void KafkaTestTopic::Produce(const std::string& key, const std::string& value,
 }
 
 std::vector<ConsumedMessage> KafkaTestTopic::Consume(std::size_t count, std::chrono::milliseconds timeout) const {
-  auto consumer = MakeClient(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstrap_},
-                                                 {"group.id", UniqueName("g_" + name_)},
+  return ConsumeTopic(bootstrap_, name_, count, timeout);
+}
+
+std::vector<ConsumedMessage> ConsumeTopic(const std::string& bootstrap_servers, const std::string& topic,
+                                          std::size_t count, std::chrono::milliseconds timeout) {
+  std::size_t arrived = 0;
+  return ConsumeTopicUntil(bootstrap_servers, topic, [&](const ConsumedMessage&) { return ++arrived >= count; }, timeout);
+}
+
+std::vector<ConsumedMessage> ConsumeTopicUntil(const std::string& bootstrap_servers, const std::string& topic,
+                                               const std::function<bool(const ConsumedMessage&)>& done,
+                                               std::chrono::milliseconds timeout) {
+  auto consumer = MakeClient(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstrap_servers},
+                                                 {"group.id", UniqueName("g_" + topic)},
                                                  {"auto.offset.reset", "earliest"},
                                                  {"enable.auto.commit", "false"}});
   rd_kafka_poll_set_consumer(consumer.get());
   rd_kafka_topic_partition_list_t* subscription = rd_kafka_topic_partition_list_new(1);
-  rd_kafka_topic_partition_list_add(subscription, name_.c_str(), RD_KAFKA_PARTITION_UA);
+  rd_kafka_topic_partition_list_add(subscription, topic.c_str(), RD_KAFKA_PARTITION_UA);
   const auto sub_err = rd_kafka_subscribe(consumer.get(), subscription);
   rd_kafka_topic_partition_list_destroy(subscription);
   if (sub_err != RD_KAFKA_RESP_ERR_NO_ERROR) throw std::runtime_error(rd_kafka_err2str(sub_err));
 
   std::vector<ConsumedMessage> out;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (out.size() < count && std::chrono::steady_clock::now() < deadline) {
+  bool enough = false;
+  while (!enough && std::chrono::steady_clock::now() < deadline) {
     rd_kafka_message_t* msg = rd_kafka_consumer_poll(consumer.get(), 100);
     if (msg == nullptr) continue;
     if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -120,6 +133,7 @@ std::vector<ConsumedMessage> KafkaTestTopic::Consume(std::size_t count, std::chr
           m.headers[name] = value == nullptr ? "" : std::string(static_cast<const char*>(value), size);
         }
       }
+      enough = done(m);
       out.push_back(std::move(m));
     }
     rd_kafka_message_destroy(msg);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,6 +17,15 @@ struct ConsumedMessage {
   int partition = -1;
   long long offset = -1;
 };
+
+// Reads `topic` on `bootstrap_servers` from the beginning with a fresh consumer group until `count`
+// messages arrived or `timeout` passed; returns what arrived.
+std::vector<ConsumedMessage> ConsumeTopic(const std::string& bootstrap_servers, const std::string& topic,
+                                          std::size_t count, std::chrono::milliseconds timeout);
+// The same, until `done(message)` (called for each message as it arrives) says enough, or `timeout`.
+std::vector<ConsumedMessage> ConsumeTopicUntil(const std::string& bootstrap_servers, const std::string& topic,
+                                               const std::function<bool(const ConsumedMessage&)>& done,
+                                               std::chrono::milliseconds timeout);
 
 class KafkaTestTopic {
  public:

@@ -7,7 +7,8 @@
 # plain `java -cp`. Needs: bash, java (17+), mvn, util-linux (setsid, flock).
 #
 #   kafka_fetch_jars                          jars into the cache (idempotent)
-#   kafka_start STATE_DIR PORT CONTROLLER_PORT
+#   kafka_start STATE_DIR PORT CONTROLLER_PORT   (KAFKA_ADVERTISED_PORT: the port clients are told to
+#                                              use, when a proxy stands in front of PORT)
 #   kafka_wait  PORT [TIMEOUT_S=60] [STATE_DIR]
 #   kafka_stop  STATE_DIR
 #   kafka_java_cp                             prints the java classpath
@@ -143,7 +144,7 @@ _kafka_write_config() {
 process.roles=broker,controller
 node.id=1
 listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_ADVERTISED_PORT:-$port},CONTROLLER://127.0.0.1:$cport
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
@@ -282,7 +283,7 @@ _kafka_probe() {
   out="$(KAFKA_TOOLS_JAVA_OPTS="-Xmx64m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC" \
     kafka_run_class org.apache.kafka.tools.BrokerApiVersionsCommand \
     --bootstrap-server "127.0.0.1:$port" 2>/dev/null)" || return 1
-  [[ "$out" == *"127.0.0.1:$port (id: "* && "$out" != *"isFenced: true"* ]]
+  [[ "$out" == *"127.0.0.1:${KAFKA_ADVERTISED_PORT:-$port} (id: "* && "$out" != *"isFenced: true"* ]]
 }
 
 kafka_wait() {

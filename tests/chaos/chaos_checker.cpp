@@ -1,0 +1,262 @@
+#include "chaos_checker.hpp"
+
+#include <pqxx/pqxx>
+
+#include <boost/json/parse.hpp>
+
+#include <set>
+#include <thread>
+
+#include "http_test_client.hpp"
+#include "kafka_test_topic.hpp"
+
+namespace charge_outbox::chaos {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+struct LedgerCapture {
+  std::string id, idempotency_key, reference, currency, merchant;
+  std::int64_t amount = 0;
+  bool voided = false;
+};
+
+struct LocalCharge {
+  std::string uuid, public_id, merchant_id, key, status, currency, capture_id, failure_reason;
+  std::int64_t amount = 0;
+};
+
+struct Event {
+  std::string id, charge, type;
+  int sequence = 0;
+};
+
+std::string Str(const boost::json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+std::vector<LedgerCapture> ReadLedger(std::uint16_t acquirer_port) {
+  testing::HttpTestClient client(acquirer_port, "127.0.0.1", 60s);
+  const auto r = client.Get("/admin/ledger");
+  if (!r.ok() || r.status() != 200u) throw std::runtime_error("the acquirer's ledger could not be read");
+  std::vector<LedgerCapture> captures;
+  std::map<std::string, std::size_t> by_id;
+  const auto ledger = r.json();  // named: a range-for over a member of a temporary would dangle
+  for (const auto& e : ledger.at("entries").as_array()) {
+    const auto& o = e.as_object();
+    const auto type = Str(o, "type");
+    if (type == "capture") {
+      LedgerCapture c{Str(o, "id"), Str(o, "idempotency_key"), Str(o, "reference"), Str(o, "currency"),
+                      Str(o, "merchant"), o.at("amount").to_number<std::int64_t>(), false};
+      by_id[c.id] = captures.size();
+      captures.push_back(std::move(c));
+    } else if (type == "void") {
+      if (const auto it = by_id.find(Str(o, "id")); it != by_id.end()) captures[it->second].voided = true;
+    }
+  }
+  return captures;
+}
+
+std::int64_t Scalar(pqxx::connection& conn, const std::string& sql) {
+  pqxx::nontransaction tx(conn);
+  return tx.exec1(sql)[0].as<std::int64_t>();
+}
+
+}  // namespace
+
+bool Settle(ChaosStack& stack, std::chrono::seconds settle_for, std::ostream& log) {
+  const auto deadline = Clock::now() + settle_for;
+  std::int64_t pending = -1, backlog = -1;
+  auto next_report = Clock::now() + 10s;
+  while (Clock::now() < deadline) {
+    try {
+      pqxx::connection conn(stack.database_url());
+      pending = Scalar(conn, "SELECT count(*) FROM charges WHERE status = 'pending'");
+      backlog = Scalar(conn, "SELECT count(*) FROM outbox WHERE published_at IS NULL");
+    } catch (const std::exception& e) {
+      log << "  settling: " << e.what() << "\n";
+      std::this_thread::sleep_for(500ms);
+      continue;
+    }
+    if (pending == 0 && backlog == 0) return true;
+    if (pending > 0) stack.RunReconcilerOnce();
+    if (Clock::now() >= next_report) {
+      log << "  settling: " << pending << " pending, " << backlog << " events unpublished" << std::endl;
+      next_report = Clock::now() + 10s;
+    }
+    std::this_thread::sleep_for(500ms);
+  }
+  log << "  not settled after " << settle_for.count() << " s: " << pending << " pending, " << backlog
+      << " events unpublished\n";
+  return false;
+}
+
+Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std::ostream& log) {
+  Verdict verdict;
+  const auto ledger = ReadLedger(stack.acquirer_port());
+  std::map<std::string, LocalCharge> charges;          // by public id
+  std::map<std::string, std::string> public_by_key;    // merchant + key -> public id
+  std::vector<Event> events;
+  {
+    pqxx::connection conn(stack.database_url());
+    pqxx::nontransaction tx(conn);
+    for (const auto& row : tx.exec(
+             "SELECT id::text, charge_public_id(id), merchant_id::text, idempotency_key, status::text, amount, currency,"
+             " COALESCE(acquirer_capture_id, ''), COALESCE(failure_reason, '') FROM charges")) {
+      LocalCharge c{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
+                    row[3].as<std::string>(), row[4].as<std::string>(), row[6].as<std::string>(),
+                    row[7].as<std::string>(), row[8].as<std::string>(), row[5].as<std::int64_t>()};
+      public_by_key[c.merchant_id + "/" + c.key] = c.public_id;
+      ++verdict.charges_by_status[c.status];
+      charges.emplace(c.public_id, std::move(c));
+    }
+    for (const auto& row : tx.exec("SELECT id::text, aggregateid, type, sequence FROM outbox ORDER BY position")) {
+      events.push_back(Event{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
+                             row[3].as<int>()});
+    }
+  }
+
+  // 1. One capture per acquirer key.
+  Invariant once{"1. no acquirer idempotency key captured twice"};
+  std::map<std::string, int> captures_per_key;
+  for (const auto& c : ledger) ++captures_per_key[c.merchant + "/" + c.idempotency_key];
+  for (const auto& [key, n] : captures_per_key) {
+    ++once.checked;
+    if (n > 1) once.Violation(key + " captured " + std::to_string(n) + " times");
+  }
+
+  // 2. Every capture is one of ours, and ours says so.
+  Invariant owned{"2. every ledger capture is a local charge captured (or in review, or canceled by its void)"};
+  std::map<std::string, const LedgerCapture*> live_by_reference;
+  for (const auto& c : ledger) {
+    ++owned.checked;
+    if (!c.voided) live_by_reference[c.reference] = &c;
+    const auto it = charges.find(c.reference);
+    if (it == charges.end()) {
+      owned.Violation(c.id + " (" + c.reference + "): no local charge");
+      continue;
+    }
+    const auto& local = it->second;
+    const bool fine = (local.status == "captured" && !c.voided) ||
+                      (local.status == "needs_review" && !local.failure_reason.empty()) ||
+                      (local.status == "canceled" && c.voided);
+    if (!fine) {
+      owned.Violation(c.id + (c.voided ? " (voided)" : "") + " but " + local.public_id + " is " + local.status +
+                      (local.failure_reason.empty() ? "" : " (" + local.failure_reason + ")"));
+    }
+  }
+
+  // 3. Every local capture is at the acquirer, as recorded.
+  Invariant backed{"3. no local captured without a live ledger capture of its id, amount and currency"};
+  // 4. Nothing left pending.
+  Invariant settled{"4. no charge left pending"};
+  for (const auto& [id, local] : charges) {
+    ++settled.checked;
+    if (local.status == "pending") settled.Violation(id + " pending");
+    if (local.status != "captured") continue;
+    ++backed.checked;
+    const auto live = live_by_reference.find(id);
+    if (live == live_by_reference.end()) {
+      backed.Violation(id + " captured, nothing live at the acquirer");
+    } else if (live->second->id != local.capture_id || live->second->amount != local.amount ||
+               live->second->currency != local.currency) {
+      backed.Violation(id + " captured as " + local.capture_id + " " + std::to_string(local.amount) + " " +
+                       local.currency + ", the acquirer has " + live->second->id + " " +
+                       std::to_string(live->second->amount) + " " + live->second->currency);
+    }
+  }
+
+  // 5. What each client was told is the truth.
+  Invariant truthful{"5. every answer a client was told is the truth by the acquirer's ledger"};
+  for (const auto& outcome : outcomes) {
+    auto id = outcome.charge_id;
+    if (id.empty()) {
+      const auto it = public_by_key.find(outcome.intent.merchant_id + "/" + outcome.intent.key);
+      if (it != public_by_key.end()) id = it->second;
+    }
+    for (const auto& told : outcome.told) {
+      if (told != "captured" && told != "failed" && told != "canceled") continue;
+      ++truthful.checked;
+      const bool money = live_by_reference.count(id) > 0;
+      if (told == "captured" && !money) truthful.Violation(outcome.intent.key + " told captured, no capture " + id);
+      if (told != "captured" && money) truthful.Violation(outcome.intent.key + " told " + told + ", but " + id + " is captured");
+    }
+  }
+
+  // 6. One terminal event per terminal charge.
+  Invariant announced{"6. exactly one terminal outbox event per terminal charge"};
+  std::map<std::string, std::vector<const Event*>> terminal_events;
+  for (const auto& e : events) {
+    if (e.type != "payments.charge.initiated.v1") terminal_events[e.charge].push_back(&e);
+  }
+  for (const auto& [id, local] : charges) {
+    if (local.status == "pending") continue;
+    ++announced.checked;
+    const auto& list = terminal_events[id];
+    const bool one = list.size() == 1;
+    const bool flagged_later = list.size() == 2 && list[1]->type == "payments.charge.needs_review.v1";
+    const bool last_matches = !list.empty() && list.back()->type == "payments.charge." + local.status + ".v1";
+    if (!(one || flagged_later) || !last_matches) {
+      std::string types;
+      for (const auto* e : list) types += (types.empty() ? "" : ",") + e->type;
+      announced.Violation(id + " " + local.status + ": [" + types + "]");
+    }
+  }
+
+  // 7. Kafka carries every event, in order per charge.
+  Invariant delivered{"7. every event read back from Kafka, in sequence order per charge"};
+  std::set<std::string> arrived;
+  const auto messages = testing::ConsumeTopicUntil(
+      stack.kafka_bootstrap(), stack.topic(),
+      [&](const testing::ConsumedMessage& m) {
+        if (const auto it = m.headers.find("ce_id"); it != m.headers.end()) arrived.insert(it->second);
+        return arrived.size() >= events.size();
+      },
+      120s);
+  // At least once: a re-delivery (after a relay died between publishing and marking) repeats events
+  // already read, possibly a whole run of them. What must hold: the first delivery of each event comes in
+  // `sequence` order for its charge, and a repeat is the same event (same ce_id, same sequence).
+  std::set<std::string> seen;
+  std::map<std::string, int> sequence_of;                   // ce_id -> its sequence
+  std::map<std::string, std::map<int, std::string>> firsts;  // charge -> sequence -> ce_id (first deliveries)
+  std::map<std::string, int> highest;                        // charge -> highest sequence first-delivered
+  for (const auto& m : messages) {
+    const auto ce_id = m.headers.count("ce_id") > 0 ? m.headers.at("ce_id") : std::string();
+    boost::system::error_code ec;
+    const auto value = boost::json::parse(m.value, ec);
+    const int sequence = ec || !value.is_object() ? -1 : static_cast<int>(value.at("sequence").to_number<std::int64_t>());
+    if (const auto again = sequence_of.find(ce_id); again != sequence_of.end()) {
+      if (again->second != sequence) {
+        delivered.Violation(m.key + ": " + ce_id + " re-delivered with sequence " + std::to_string(sequence) +
+                            ", first " + std::to_string(again->second));
+      }
+      continue;
+    }
+    sequence_of[ce_id] = sequence;
+    seen.insert(ce_id);
+    auto& charge_firsts = firsts[m.key];
+    if (const auto taken = charge_firsts.find(sequence); taken != charge_firsts.end()) {
+      delivered.Violation(m.key + ": two events with sequence " + std::to_string(sequence) + " (" + taken->second +
+                          ", " + ce_id + ")");
+    }
+    charge_firsts[sequence] = ce_id;
+    auto& top = highest[m.key];
+    if (sequence < top) {
+      delivered.Violation(m.key + ": sequence " + std::to_string(sequence) + " (" + ce_id + ") first delivered after " +
+                          std::to_string(top));
+    }
+    top = std::max(top, sequence);
+  }
+  for (const auto& e : events) {
+    ++delivered.checked;
+    if (seen.count(e.id) == 0) delivered.Violation(e.charge + " " + e.type + " (" + e.id + ") never read back");
+  }
+  log << "  read back " << messages.size() << " messages for " << events.size() << " events\n";
+
+  verdict.invariants = {once, owned, backed, settled, truthful, announced, delivered};
+  return verdict;
+}
+
+}  // namespace charge_outbox::chaos

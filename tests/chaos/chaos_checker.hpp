@@ -1,0 +1,57 @@
+// The checker: after the faults stop and the system settles, every invariant of the product held against
+// ground truth, the acquirer's own ledger, and against what a real Kafka consumer reads back:
+//
+//   1. no acquirer idempotency key captured twice
+//   2. every capture in the ledger belongs to a local charge that is `captured` (or `needs_review` with a
+//      recorded reason, or `canceled` with the void that reversed it)
+//   3. no local `captured` without a live ledger capture of the same id, amount and currency
+//   4. no charge left `pending`
+//   5. every final answer a client received is the truth by the ledger: captured ⇒ a live capture there;
+//      failed or canceled ⇒ no live capture there
+//   6. exactly one terminal outbox event per terminal charge (a later needs_review only when the acquirer
+//      contradicted it), the last one announcing the state the charge is in
+//   7. every outbox event read back from Kafka, each charge's events in `sequence` order, a repeat only
+//      as a re-delivery of the same ce_id
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "chaos_stack.hpp"
+#include "chaos_workload.hpp"
+
+namespace charge_outbox::chaos {
+
+struct Invariant {
+  std::string name;
+  std::int64_t checked = 0;
+  std::int64_t violations = 0;
+  std::vector<std::string> examples;  // the first few
+
+  void Violation(std::string example) {
+    ++violations;
+    if (examples.size() < 3) examples.push_back(std::move(example));
+  }
+};
+
+struct Verdict {
+  std::vector<Invariant> invariants;
+  std::map<std::string, std::int64_t> charges_by_status;
+  bool ok() const {
+    for (const auto& i : invariants) {
+      if (i.violations > 0) return false;
+    }
+    return !invariants.empty();
+  }
+};
+
+// Waits (up to `settle_for`) for no pending charge and an empty outbox backlog, running the reconciler
+// as often as it takes; returns false if the system did not settle.
+bool Settle(ChaosStack& stack, std::chrono::seconds settle_for, std::ostream& log);
+
+Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std::ostream& log);
+
+}  // namespace charge_outbox::chaos

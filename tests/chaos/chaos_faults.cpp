@@ -1,0 +1,179 @@
+#include "chaos_faults.hpp"
+
+#include <iomanip>
+
+namespace charge_outbox::chaos {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// An acquirer in trouble, and what it is in trouble with.
+struct Profile {
+  const char* name;
+  const char* json;  // without apply_to
+};
+constexpr Profile kProfiles[] = {
+    {"timeouts after capture", R"("timeout_rate": 0.3, "timeout_delay_ms": 2500)"},
+    {"answers dropped after capture", R"("drop_rate": 0.3)"},
+    {"503", R"("error_rate": 0.4, "retry_after_s": 1)"},
+    {"429", R"("throttle_rate": 0.4, "retry_after_s": 1)"},
+    {"latency", R"("latency": {"distribution": "lognormal", "median_ms": 80, "p99_ms": 900})"},
+    {"visibility delay", R"("visibility_delay_ms": 2000)"},
+};
+constexpr const char* kApplyTo[] = {
+    R"(["capture"])", R"(["capture", "replay"])", R"(["capture", "replay", "lookup"])", R"(["lookup", "replay"])",
+};
+constexpr const char* kChargeApiFailpoints[] = {"charge.before_intent_commit", "charge.after_intent_commit",
+                                                "charge.after_acquirer_response"};
+constexpr const char* kReconcilerFailpoints[] = {"reconciler.after_acquirer_lookup", "reconciler.before_transition"};
+
+}  // namespace
+
+FaultSchedule::FaultSchedule(ChaosStack& stack, FaultOptions options, std::uint64_t seed, std::ostream& log)
+    : stack_(stack), options_(options), log_(log), rng_(seed) {}
+
+FaultSchedule::~FaultSchedule() { Stop(); }
+
+void FaultSchedule::Start() {
+  started_ = Clock::now();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void FaultSchedule::Stop() {
+  if (stop_.exchange(true)) return;
+  if (thread_.joinable()) thread_.join();
+  for (auto& t : slow_) t.join();
+  slow_.clear();
+  stack_.HealAll();
+}
+
+std::map<std::string, std::int64_t> FaultSchedule::injected() const {
+  std::lock_guard lock(mutex_);
+  return injected_;
+}
+
+std::chrono::milliseconds FaultSchedule::Between(int min_ms, int max_ms) {
+  return std::chrono::milliseconds{min_ms + static_cast<int>(rng_() % static_cast<std::uint64_t>(max_ms - min_ms + 1))};
+}
+
+void FaultSchedule::Note(const std::string& kind, const std::string& detail) {
+  std::lock_guard lock(mutex_);
+  ++injected_[kind];
+  const auto at = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_).count();
+  log_ << "  fault +" << std::setw(6) << at << "ms  " << kind << (detail.empty() ? "" : ": " + detail) << "\n";
+}
+
+void FaultSchedule::HealLater(std::chrono::milliseconds after, std::function<void()> action) {
+  heals_.push_back(Heal{Clock::now() + after, std::move(action)});
+}
+
+void FaultSchedule::Loop() {
+  auto next = Clock::now() + Between(200, 2 * static_cast<int>(options_.mean_gap.count()));
+  while (!stop_) {
+    const auto now = Clock::now();
+    for (auto it = heals_.begin(); it != heals_.end();) {
+      if (it->at <= now) {
+        it->action();
+        it = heals_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (now >= next) {
+      InjectOne();
+      next = now + Between(100, 2 * static_cast<int>(options_.mean_gap.count()));
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  for (auto& heal : heals_) heal.action();
+  heals_.clear();
+}
+
+void FaultSchedule::InjectOne() {
+  const auto roll = rng_() % 100;
+  auto index = [&](int n) { return static_cast<int>(rng_() % static_cast<std::uint64_t>(n)); };
+  if (roll < 14) {
+    const int i = index(2);
+    const auto down = Between(300, 3000);
+    Note("kill charge-api", "#" + std::to_string(i) + ", down " + std::to_string(down.count()) + "ms");
+    stack_.Kill(Daemon::kChargeApi, i, down);
+  } else if (roll < 26) {
+    const int i = index(2);
+    const std::string point = kChargeApiFailpoints[index(3)];
+    Note("charge-api crash at " + point, "#" + std::to_string(i));
+    stack_.RestartWithFailpoints(Daemon::kChargeApi, i, point + "=crash");
+  } else if (roll < 33) {
+    const int i = index(2);
+    const auto down = Between(300, 3000);
+    Note("kill outbox-relay", "#" + std::to_string(i) + ", down " + std::to_string(down.count()) + "ms");
+    stack_.Kill(Daemon::kRelay, i, down);
+  } else if (roll < 38) {
+    const int i = index(2);
+    Note("outbox-relay crash at relay.after_publish_before_mark", "#" + std::to_string(i));
+    stack_.RestartWithFailpoints(Daemon::kRelay, i, "relay.after_publish_before_mark=crash");
+  } else if (roll < 42) {
+    const auto down = Between(1000, 5000);
+    Note("kill acquirer-sim", "down " + std::to_string(down.count()) + "ms");
+    stack_.Kill(Daemon::kAcquirer, 0, down);
+  } else if (roll < 48) {
+    // The combination that once told clients "no money was taken" while the acquirer held their capture:
+    // answers dropped after capturing, then the acquirer gone while those clients retry.
+    const auto dropping = Between(500, 1500);
+    const auto down = Between(2000, 5000);
+    Note("acquirer drops answers, then restarts",
+         std::to_string(dropping.count()) + "ms of drops, down " + std::to_string(down.count()) + "ms");
+    ++profile_generation_;
+    stack_.SetAcquirerFaults(R"({"drop_rate": 0.5, "apply_to": ["capture", "replay"]})");
+    HealLater(dropping, [this, down] { stack_.Kill(Daemon::kAcquirer, 0, down); });
+  } else if (roll < 62) {
+    const auto& profile = kProfiles[index(static_cast<int>(std::size(kProfiles)))];
+    const std::string apply_to = kApplyTo[index(static_cast<int>(std::size(kApplyTo)))];
+    const auto lasts = Between(2000, 6000);
+    const int generation = ++profile_generation_;
+    const auto json = std::string("{") + profile.json + R"(, "apply_to": )" + apply_to + "}";
+    Note(std::string("acquirer ") + profile.name, apply_to + " for " + std::to_string(lasts.count()) + "ms");
+    stack_.SetAcquirerFaults(json);  // a dead acquirer misses it: it restarts healthy
+    HealLater(lasts, [this, generation] {
+      if (profile_generation_ == generation) stack_.SetAcquirerFaults("{}");
+    });
+  } else if (roll < 86) {
+    const int which = index(3);
+    auto& link = which == 0 ? stack_.postgres_link() : which == 1 ? stack_.kafka_link() : stack_.acquirer_link();
+    const std::string name = which == 0 ? "PostgreSQL" : which == 1 ? "Kafka" : "acquirer";
+    const int mode = index(3);
+    if (mode == 0) {
+      const auto delay = Between(50, 300);
+      const auto lasts = Between(1000, 4000);
+      Note("link delay to " + name, std::to_string(delay.count()) + "ms for " + std::to_string(lasts.count()) + "ms");
+      link.Delay(delay);
+      HealLater(lasts, [&link] { link.Pass(); });
+    } else if (mode == 1) {
+      const auto lasts = Between(500, 3000);
+      Note("black hole to " + name, std::to_string(lasts.count()) + "ms");
+      link.BlackHole();
+      HealLater(lasts, [&link] { link.Pass(); });
+    } else {
+      Note("connections reset to " + name, "");
+      link.Reset();
+      HealLater(50ms, [&link] { link.Pass(); });
+    }
+  } else if (roll < 92) {
+    const std::string point = kReconcilerFailpoints[index(2)];
+    Note("reconciler crash at " + point, "");
+    stack_.ArmReconcilerFailpoint(point + "=crash");
+  } else if (roll < 97) {
+    if (postgres_restarting_.exchange(true)) return;
+    Note("restart PostgreSQL", "");
+    slow_.emplace_back([this] {
+      stack_.RestartPostgres();
+      postgres_restarting_ = false;
+    });
+  } else {
+    if (!options_.restart_kafka || kafka_restarted_.exchange(true)) return;
+    Note("restart Kafka", "");
+    slow_.emplace_back([this] { stack_.RestartKafka(); });
+  }
+}
+
+}  // namespace charge_outbox::chaos

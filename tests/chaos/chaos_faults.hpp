@@ -1,0 +1,76 @@
+// FaultSchedule: faults drawn from the run's seed and injected while the workload runs, several at once.
+// Each fault starts at a drawn moment and, where it has a duration, is healed by the schedule itself:
+//
+//   kill charge-api / outbox-relay / acquirer-sim (SIGKILL; back after a drawn down time; a dead
+//   acquirer's port refuses connections), a restart with a failpoint set to crash (charge-api: each of
+//   its three points; relay: after publish, before mark; reconciler: after its lookup, before its
+//   transition), an acquirer fault profile for a while (timeouts after capture, dropped answers after
+//   capture, 503, 429, latency, visibility delay; on captures, replays and lookups), a link fault on the
+//   proxy to PostgreSQL, Kafka or the acquirer (latency, resets, a black hole for a while), a PostgreSQL
+//   restart, a Kafka broker restart.
+//
+// The same seed draws the same sequence of faults; their exact moments follow the machine's clock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chaos_stack.hpp"
+
+namespace charge_outbox::chaos {
+
+struct FaultOptions {
+  std::chrono::milliseconds mean_gap{1200};  // between the starts of two faults
+  bool restart_kafka = true;                 // the slowest fault (a JVM start): at most once per run
+};
+
+class FaultSchedule {
+ public:
+  FaultSchedule(ChaosStack& stack, FaultOptions options, std::uint64_t seed, std::ostream& log);
+  ~FaultSchedule();
+
+  void Start();
+  // No new fault; every one in effect is healed (ChaosStack::HealAll) before it returns.
+  void Stop();
+
+  // Faults injected, by kind.
+  std::map<std::string, std::int64_t> injected() const;
+
+ private:
+  struct Heal {
+    std::chrono::steady_clock::time_point at;
+    std::function<void()> action;
+  };
+
+  void Loop();
+  void InjectOne();
+  void Note(const std::string& kind, const std::string& detail);
+  std::chrono::milliseconds Between(int min_ms, int max_ms);
+  void HealLater(std::chrono::milliseconds after, std::function<void()> action);
+
+  ChaosStack& stack_;
+  FaultOptions options_;
+  std::ostream& log_;
+  std::mt19937_64 rng_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::int64_t> injected_;
+  std::vector<Heal> heals_;
+  std::vector<std::thread> slow_;  // restarts of PostgreSQL or Kafka, which take seconds
+  std::atomic<bool> stop_{false};
+  std::atomic<int> profile_generation_{0};
+  std::atomic<bool> kafka_restarted_{false};
+  std::atomic<bool> postgres_restarting_{false};
+  std::thread thread_;
+  std::chrono::steady_clock::time_point started_{};
+};
+
+}  // namespace charge_outbox::chaos

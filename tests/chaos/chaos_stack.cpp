@@ -1,0 +1,359 @@
+#include "chaos_stack.hpp"
+
+#include <pqxx/pqxx>
+
+#include <csignal>
+#include <fstream>
+#include <stdexcept>
+
+#include "http_test_client.hpp"
+#include "test_env.hpp"
+
+namespace charge_outbox::chaos {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// The daemons resolve unknown outcomes and dead owners in seconds, as the e2e suites configure them.
+testing::EnvChanges FastAcquirerSettings() {
+  return {{"ACQUIRER_REQUEST_TIMEOUT", "1s"},   {"ACQUIRER_RETRY_MAX_ATTEMPTS", "3"},
+          {"ACQUIRER_RETRY_BASE_DELAY", "50ms"}, {"ACQUIRER_RETRY_MAX_DELAY", "200ms"},
+          {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"}, {"ACQUIRER_CONNECT_TIMEOUT", "500ms"}};
+}
+
+bool HealthyOver(std::uint16_t port, const std::string& path) {
+  testing::HttpTestClient client(port, "127.0.0.1", 1s);
+  const auto r = client.Get(path);
+  return r.ok() && r.status() == 200u;
+}
+
+}  // namespace
+
+std::string_view ToString(Daemon daemon) {
+  switch (daemon) {
+    case Daemon::kChargeApi: return "charge-api";
+    case Daemon::kRelay: return "outbox-relay";
+    case Daemon::kAcquirer: return "acquirer-sim";
+  }
+  return "?";
+}
+
+ChaosStack::ChaosStack(Binaries binaries, fs::path state_dir, std::ostream& log)
+    : bin_(std::move(binaries)), state_(std::move(state_dir)), log_(log) {}
+
+ChaosStack::~ChaosStack() {
+  try {
+    Stop();
+  } catch (const std::exception& e) {
+    log_ << "stopping the stack: " << e.what() << "\n";
+  }
+}
+
+std::string ChaosStack::Shell(const std::string& script, std::chrono::seconds timeout) {
+  const std::string lib = bin_.project_root + "/deploy/local/lib";
+  const auto r = testing::RunProcess({"/bin/bash", "-c",
+                                      "set -euo pipefail; source " + lib + "/common.sh; source " + lib +
+                                          "/postgres.sh; source " + lib + "/kafka.sh; " + script},
+                                     {}, timeout);
+  if (r.exit_code != 0) throw std::runtime_error("`" + script + "` failed:\n" + r.out + r.err);
+  return r.out;
+}
+
+void ChaosStack::Start() {
+  fs::create_directories(state_ / "logs");
+  fs::permissions(state_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  pg_port_ = testing::FreeLoopbackPort();
+  kafka_port_ = testing::FreeLoopbackPort();
+  kafka_controller_port_ = testing::FreeLoopbackPort();
+  acquirer_port_ = static_cast<std::uint16_t>(testing::FreeLoopbackPort());
+  for (int i = 0; i < 2; ++i) api_ports_.push_back(static_cast<std::uint16_t>(testing::FreeLoopbackPort()));
+
+  pg_proxy_ = std::make_unique<testing::FaultProxy>("127.0.0.1", static_cast<std::uint16_t>(pg_port_));
+  kafka_proxy_ = std::make_unique<testing::FaultProxy>("127.0.0.1", static_cast<std::uint16_t>(kafka_port_));
+  acquirer_proxy_ = std::make_unique<testing::FaultProxy>("127.0.0.1", acquirer_port_);
+  started_ = true;
+
+  Shell("pg_start " + state_.string() + " " + std::to_string(pg_port_) + " fast");
+  // Clients are told the proxy's port, so every connection to the broker goes through it.
+  Shell("export KAFKA_ADVERTISED_PORT=" + std::to_string(kafka_proxy_->port()) + "; kafka_start " +
+        (state_ / "kafka").string() + " " + std::to_string(kafka_port_) + " " +
+        std::to_string(kafka_controller_port_) + " && kafka_wait " + std::to_string(kafka_port_) + " 120 " +
+        (state_ / "kafka").string());
+  const auto migrated = testing::RunProcess({bin_.charge_migrate, "up"}, {{"DATABASE_URL", database_url()}}, 120s);
+  if (migrated.exit_code != 0) throw std::runtime_error("charge-migrate up failed:\n" + migrated.out + migrated.err);
+  {
+    merchants_ = {{"00000000-0000-4000-8000-00000000c4a1", "sk_chaos_one"},
+                  {"00000000-0000-4000-8000-00000000c4a2", "sk_chaos_two"}};
+    pqxx::connection conn(database_url());
+    pqxx::nontransaction tx(conn);
+    for (const auto& m : merchants_) {
+      tx.exec_params("INSERT INTO merchants (id, name) VALUES ($1::uuid, $1::text)", m.id);
+      tx.exec_params("INSERT INTO api_keys (key_hash, merchant_id, key_prefix) VALUES (sha256(convert_to($1, 'UTF8')), $2, 'sk_chaos')",
+                     m.api_key, m.id);
+    }
+  }
+
+  {
+    std::lock_guard lock(mutex_);
+    slots_.push_back(Slot{Daemon::kAcquirer, 0});
+    for (int i = 0; i < 2; ++i) slots_.push_back(Slot{Daemon::kChargeApi, i});
+    for (int i = 0; i < 2; ++i) slots_.push_back(Slot{Daemon::kRelay, i});
+    for (auto& slot : slots_) StartProcess(slot);
+  }
+  const auto deadline = Clock::now() + 60s;
+  auto ready = [&] {
+    if (!HealthyOver(acquirer_port_, "/healthz")) return false;
+    for (const auto port : api_ports_) {
+      if (!HealthyOver(port, "/readyz")) return false;
+    }
+    return true;
+  };
+  while (!ready()) {
+    if (Clock::now() > deadline) throw std::runtime_error("the daemons did not become ready; logs in " + state_.string());
+    std::this_thread::sleep_for(100ms);
+  }
+  supervisor_ = std::thread([this] { Supervise(); });
+  reconciler_timer_on_ = true;
+  reconciler_timer_ = std::thread([this] { ReconcilerTimer(); });
+}
+
+void ChaosStack::Stop() {
+  if (!started_) return;
+  started_ = false;
+  stopping_ = true;
+  reconciler_timer_on_ = false;
+  if (supervisor_.joinable()) supervisor_.join();
+  if (reconciler_timer_.joinable()) reconciler_timer_.join();
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& slot : slots_) {
+      if (!slot.process) continue;
+      // SIGTERM first, so that what each daemon buffered reaches its log.
+      slot.process->Signal(SIGTERM);
+      for (int i = 0; i < 60 && slot.process->Running(); ++i) std::this_thread::sleep_for(50ms);
+      slot.process->Signal(SIGKILL);
+      slot.process->Wait(std::chrono::seconds{10});
+      Reap(slot);
+    }
+  }
+  Shell("kafka_stop " + (state_ / "kafka").string() + "; pg_stop " + state_.string());
+}
+
+testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
+  const auto through_proxy = "postgresql://postgres@127.0.0.1:" + std::to_string(pg_proxy_->port()) + "/postgres";
+  const auto acquirer_url = "http://127.0.0.1:" + std::to_string(acquirer_proxy_->port());
+  const auto instance = std::string(ToString(slot.daemon)) + "-" + std::to_string(slot.index);
+  testing::EnvChanges env{{"LOG_LEVEL", "warn"}, {"INSTANCE_ID", instance}, {"FAILPOINTS", slot.failpoints}};
+  switch (slot.daemon) {
+    case Daemon::kAcquirer:
+      env.insert({{"SERVER_ADDRESS", "127.0.0.1"},
+                  {"SERVER_PORT", std::to_string(acquirer_port_)},
+                  {"DATA_DIR", (state_ / "acquirer").string()},
+                  {"AUTH_API_KEYS", acquirer_key_},
+                  {"SHUTDOWN_DEADLINE", "1s"}});
+      env.erase("INSTANCE_ID");
+      env.erase("FAILPOINTS");
+      break;
+    case Daemon::kChargeApi:
+      env.insert({{"DATABASE_URL", through_proxy},
+                  {"DATABASE_POOL_SIZE", "8"},
+                  {"HTTP_ADDRESS", "127.0.0.1"},
+                  {"HTTP_PORT", std::to_string(api_ports_.at(static_cast<std::size_t>(slot.index)))},
+                  {"ACQUIRER_URL", acquirer_url},
+                  {"ACQUIRER_API_KEY", acquirer_key_},
+                  {"CHARGE_LEASE", "3s"},
+                  {"SHUTDOWN_DEADLINE", "1s"},
+                  {"AUTH_CACHE_TTL", "60s"}});
+      for (const auto& [k, v] : FastAcquirerSettings()) env[k] = v;
+      break;
+    case Daemon::kRelay:
+      env.insert({{"DATABASE_URL", through_proxy},
+                  {"KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap()},
+                  {"KAFKA_TOPIC", topic_},
+                  {"KAFKA_MESSAGE_TIMEOUT", "10s"},
+                  {"HTTP_ADDRESS", "127.0.0.1"},
+                  {"HTTP_PORT", "0"},
+                  {"RELAY_POLL_INTERVAL", "200ms"},
+                  {"LOG_LEVEL", "info"},
+                  {"SHUTDOWN_DEADLINE", "1s"}});
+      break;
+  }
+  return env;
+}
+
+void ChaosStack::StartProcess(Slot& slot) {
+  const std::string* binary = nullptr;
+  switch (slot.daemon) {
+    case Daemon::kChargeApi: binary = &bin_.charge_api; break;
+    case Daemon::kRelay: binary = &bin_.outbox_relay; break;
+    case Daemon::kAcquirer: binary = &bin_.acquirer_sim; break;
+  }
+  slot.process = std::make_unique<testing::ChildProcess>(std::vector<std::string>{*binary}, Environment(slot));
+  slot.failpoints.clear();  // for one start only: once it has died there, it comes back clean
+  ++slot.starts;
+}
+
+void ChaosStack::Reap(Slot& slot) {
+  if (!slot.process) return;
+  if (slot.process->Running()) return;
+  const auto name = std::string(ToString(slot.daemon)) + "-" + std::to_string(slot.index);
+  std::ofstream(state_ / "logs" / (name + ".log"), std::ios::app)
+      << "---- start " << slot.starts << "\n" << slot.process->CurrentOutput();
+  slot.process.reset();
+}
+
+void ChaosStack::Supervise() {
+  while (!stopping_) {
+    {
+      std::lock_guard lock(mutex_);
+      const auto now = Clock::now();
+      for (auto& slot : slots_) {
+        if (slot.process && !slot.process->Running()) {
+          Reap(slot);
+          // Died by itself (a failpoint, a crash): back after a short pause, as a Deployment would.
+          slot.down_until = std::max(slot.down_until, now + 200ms);
+        }
+        if (!slot.process && now >= slot.down_until && !stopping_) {
+          StartProcess(slot);
+          if (slot.daemon == Daemon::kAcquirer && acquirer_proxy_->mode() == testing::FaultProxy::Mode::kRefuse) {
+            acquirer_proxy_->Pass();
+          }
+        }
+      }
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+ChaosStack::Slot& ChaosStack::SlotOf(Daemon daemon, int index) {
+  for (auto& slot : slots_) {
+    if (slot.daemon == daemon && slot.index == index) return slot;
+  }
+  throw std::out_of_range("no such daemon");
+}
+
+int ChaosStack::Count(Daemon daemon) const { return daemon == Daemon::kAcquirer ? 1 : 2; }
+
+void ChaosStack::Kill(Daemon daemon, int index, std::chrono::milliseconds down_for) {
+  std::lock_guard lock(mutex_);
+  auto& slot = SlotOf(daemon, index);
+  // A dead acquirer's port refuses connections; through the proxy too, so the daemons see exactly that.
+  if (daemon == Daemon::kAcquirer) acquirer_proxy_->Refuse();
+  if (slot.process) slot.process->Signal(SIGKILL);
+  slot.failpoints.clear();
+  slot.down_until = Clock::now() + down_for;
+}
+
+void ChaosStack::RestartWithFailpoints(Daemon daemon, int index, const std::string& failpoints) {
+  std::lock_guard lock(mutex_);
+  auto& slot = SlotOf(daemon, index);
+  if (slot.process) {
+    slot.process->Signal(SIGKILL);
+    for (int i = 0; i < 200 && slot.process->Running(); ++i) std::this_thread::sleep_for(5ms);
+    Reap(slot);
+  }
+  slot.failpoints = failpoints;
+  slot.down_until = Clock::now();
+  StartProcess(slot);
+}
+
+bool ChaosStack::Running(Daemon daemon, int index) {
+  std::lock_guard lock(mutex_);
+  auto& slot = SlotOf(daemon, index);
+  return slot.process && slot.process->Running();
+}
+
+bool ChaosStack::SetAcquirerFaults(const std::string& profile_json) {
+  testing::HttpTestClient client(acquirer_port_, "127.0.0.1", 2s);
+  const auto r = client.Put("/admin/faults", profile_json);
+  return r.ok() && r.status() == 200u;
+}
+
+void ChaosStack::RestartPostgres() {
+  Shell("pg_stop " + state_.string() + " && pg_start " + state_.string() + " " + std::to_string(pg_port_) + " fast");
+}
+
+void ChaosStack::RestartKafka() {
+  const auto dir = (state_ / "kafka").string();
+  Shell("export KAFKA_ADVERTISED_PORT=" + std::to_string(kafka_proxy_->port()) + "; kafka_stop " + dir +
+        " && kafka_start " + dir + " " + std::to_string(kafka_port_) + " " + std::to_string(kafka_controller_port_) +
+        " && kafka_wait " + std::to_string(kafka_port_) + " 120 " + dir);
+}
+
+void ChaosStack::ArmReconcilerFailpoint(const std::string& failpoints) {
+  std::lock_guard lock(mutex_);
+  reconciler_failpoints_ = failpoints;
+}
+
+int ChaosStack::RunReconciler(const std::string& failpoints) {
+  auto env = FastAcquirerSettings();
+  env.insert({{"DATABASE_URL", "postgresql://postgres@127.0.0.1:" + std::to_string(pg_proxy_->port()) + "/postgres"},
+              {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(acquirer_proxy_->port())},
+              {"ACQUIRER_API_KEY", acquirer_key_},
+              {"RECONCILER_GRACE_PERIOD", "2s"},
+              {"RECONCILER_CLAIM_LEASE", "5s"},
+              {"RECONCILER_BACKOFF_BASE", "200ms"},
+              {"RECONCILER_BACKOFF_MAX", "1s"},
+              {"RECONCILER_VISIBILITY_WINDOW", "3s"},
+              {"RECONCILER_TIME_BUDGET", "20s"},
+              {"RECONCILER_CONCURRENCY", "16"},
+              {"LOG_LEVEL", "warn"},
+              {"FAILPOINTS", failpoints},
+              {"METRICS_PUSHGATEWAY_URL", std::nullopt}});
+  const auto r = testing::RunProcess({bin_.reconciler}, env, 120s);
+  std::lock_guard lock(mutex_);
+  std::ofstream(state_ / "logs" / "reconciler.log", std::ios::app) << r.out << r.err;
+  return r.term_signal != 0 ? 128 + r.term_signal : r.exit_code;
+}
+
+int ChaosStack::RunReconcilerOnce() { return RunReconciler(""); }
+
+void ChaosStack::ReconcilerTimer() {
+  while (reconciler_timer_on_ && !stopping_) {
+    std::string failpoints;
+    {
+      std::lock_guard lock(mutex_);
+      failpoints = std::exchange(reconciler_failpoints_, "");
+    }
+    RunReconciler(failpoints);
+    for (int i = 0; i < 10 && reconciler_timer_on_; ++i) std::this_thread::sleep_for(100ms);
+  }
+}
+
+void ChaosStack::StopReconcilerTimer() {
+  reconciler_timer_on_ = false;
+  if (reconciler_timer_.joinable()) reconciler_timer_.join();
+}
+
+void ChaosStack::HealAll() {
+  pg_proxy_->Pass();
+  kafka_proxy_->Pass();
+  acquirer_proxy_->Pass();
+  {
+    std::lock_guard lock(mutex_);
+    reconciler_failpoints_.clear();
+    for (auto& slot : slots_) {
+      slot.down_until = Clock::now();
+      if (!slot.failpoints.empty()) slot.failpoints.clear();
+    }
+  }
+  // Every daemon up again (the supervisor starts what is down), and the acquirer healthy.
+  const auto deadline = Clock::now() + 30s;
+  while (!SetAcquirerFaults("{}")) {
+    if (Clock::now() > deadline) throw std::runtime_error("acquirer-sim did not come back");
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+std::vector<std::uint16_t> ChaosStack::ApiPorts() const { return api_ports_; }
+
+std::string ChaosStack::database_url() const {
+  return "postgresql://postgres@127.0.0.1:" + std::to_string(pg_port_) + "/postgres";
+}
+
+std::string ChaosStack::kafka_bootstrap() const { return "127.0.0.1:" + std::to_string(kafka_proxy_->port()); }
+
+}  // namespace charge_outbox::chaos

@@ -1,0 +1,127 @@
+// ChaosStack: the whole system as separate processes, with a handle on every part a fault can hit.
+//
+//   PostgreSQL and a single-node Kafka of its own (so that it may restart them), started with the
+//   project's scripts; a FaultProxy in front of each of them and of the acquirer, and every daemon
+//   connects through the proxies; acquirer-sim on a fixed port with its ledger on disk; two charge-api,
+//   two outbox-relay; the reconciler as a process run on a timer, as its CronJob runs it.
+//
+// A supervisor thread keeps each daemon in the state the fault schedule wants: a daemon killed (or one
+// that crashed at a failpoint) is started again once its down time is over, without failpoints.
+//
+// Thread-safe: the workload, the fault schedule and the supervisor call it concurrently.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.hpp"
+#include "fault_proxy.hpp"
+
+namespace charge_outbox::chaos {
+
+struct Binaries {
+  std::string project_root;
+  std::string charge_api, outbox_relay, reconciler, acquirer_sim, charge_migrate;
+};
+
+struct Merchant {
+  std::string id;
+  std::string api_key;
+};
+
+enum class Daemon { kChargeApi, kRelay, kAcquirer };
+std::string_view ToString(Daemon daemon);
+
+class ChaosStack {
+ public:
+  ChaosStack(Binaries binaries, std::filesystem::path state_dir, std::ostream& log);
+  ~ChaosStack();
+
+  // PostgreSQL, Kafka, proxies, schema, merchants, every daemon, the supervisor and the reconciler timer.
+  void Start();
+  // Stops every process this stack started; their output is kept in the state directory's logs/.
+  void Stop();
+
+  // Daemons: `index` is 0 or 1 for charge-api and the relay, 0 for the acquirer.
+  int Count(Daemon daemon) const;
+  // SIGKILL; the supervisor starts it again after `down_for`.
+  void Kill(Daemon daemon, int index, std::chrono::milliseconds down_for);
+  // Restarted now with FAILPOINTS=`failpoints`; once it dies there, it comes back without them.
+  void RestartWithFailpoints(Daemon daemon, int index, const std::string& failpoints);
+  bool Running(Daemon daemon, int index);
+
+  // acquirer-sim's fault profile (PUT /admin/faults); "{}" is a healthy acquirer.
+  bool SetAcquirerFaults(const std::string& profile_json);
+  // pg_ctl stop/start, and the broker stopped and started on the same ports (data kept).
+  void RestartPostgres();
+  void RestartKafka();
+
+  testing::FaultProxy& postgres_link() { return *pg_proxy_; }
+  testing::FaultProxy& kafka_link() { return *kafka_proxy_; }
+  testing::FaultProxy& acquirer_link() { return *acquirer_proxy_; }
+
+  // The reconciler's next timed runs use `failpoints` once (a run that crashes there).
+  void ArmReconcilerFailpoint(const std::string& failpoints);
+  // Runs one reconciler process now (besides the timer) and returns its exit status.
+  int RunReconcilerOnce();
+  void StopReconcilerTimer();
+
+  // Heals everything: proxies pass, the acquirer is healthy, every daemon runs, no failpoints armed.
+  void HealAll();
+
+  std::vector<std::uint16_t> ApiPorts() const;
+  std::uint16_t acquirer_port() const { return acquirer_port_; }
+  const std::vector<Merchant>& merchants() const { return merchants_; }
+  std::string database_url() const;  // direct, not through the proxy: for the checker
+  std::string kafka_bootstrap() const;
+  const std::string& topic() const { return topic_; }
+  const std::filesystem::path& state_dir() const { return state_; }
+
+ private:
+  struct Slot {
+    Daemon daemon;
+    int index = 0;
+    std::unique_ptr<testing::ChildProcess> process;
+    std::chrono::steady_clock::time_point down_until{};
+    std::string failpoints;  // for the next start only
+    int starts = 0;
+  };
+
+  void StartProcess(Slot& slot);
+  void Reap(Slot& slot);
+  void Supervise();
+  void ReconcilerTimer();
+  int RunReconciler(const std::string& failpoints);
+  testing::EnvChanges Environment(const Slot& slot) const;
+  std::string Shell(const std::string& script, std::chrono::seconds timeout = std::chrono::seconds{180});
+  Slot& SlotOf(Daemon daemon, int index);
+
+  Binaries bin_;
+  std::filesystem::path state_;
+  std::ostream& log_;
+  std::mutex mutex_;  // slots, reconciler failpoints, log
+  std::vector<Slot> slots_;
+  std::vector<Merchant> merchants_;
+  std::string acquirer_key_ = "ak_chaos";
+  std::string topic_ = "charge-events";
+  int pg_port_ = 0, kafka_port_ = 0, kafka_controller_port_ = 0;
+  std::uint16_t acquirer_port_ = 0;
+  std::vector<std::uint16_t> api_ports_;
+  std::unique_ptr<testing::FaultProxy> pg_proxy_, kafka_proxy_, acquirer_proxy_;
+  std::string reconciler_failpoints_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> reconciler_timer_on_{false};
+  std::thread supervisor_, reconciler_timer_;
+  bool started_ = false;
+};
+
+}  // namespace charge_outbox::chaos

@@ -1,0 +1,74 @@
+// The clients: concurrent threads that behave like real payment clients. One idempotency key per intent,
+// the same key and body on every retry; a timeout, a dropped connection, 409 (its Retry-After honoured),
+// 429 and 5xx are retried with full-jitter backoff, each attempt on a charge-api instance picked at random
+// (a load balancer); a 202 is either polled with GET or retried; until a final answer (201, 402) or the
+// give-up time. Every answer is recorded, so the checker can hold each one against the acquirer's ledger.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chaos_stack.hpp"
+
+namespace charge_outbox::chaos {
+
+struct Intent {
+  std::string merchant_id;
+  std::string api_key;
+  std::string key;  // Idempotency-Key
+  std::int64_t amount = 0;
+  std::string payment_method;  // pm_tok_declined for the share that declines
+};
+
+// What one client learned about its intent.
+struct IntentOutcome {
+  Intent intent;
+  std::optional<int> final_status;    // 201 or 402, if a final answer came
+  std::string final_charge_status;    // the body's status (or the GET that ended it)
+  std::string charge_id;              // ch_..., once any answer named it
+  std::vector<std::string> told;      // every charge state the client was told, in order ("captured", ...)
+  int attempts = 0;
+  bool gave_up = false;
+};
+
+struct WorkloadOptions {
+  int clients = 16;
+  int charges = 3000;
+  double decline_share = 0.1;
+  std::chrono::seconds give_up{60};
+  std::chrono::milliseconds request_timeout{5000};
+};
+
+class Workload {
+ public:
+  Workload(ChaosStack& stack, WorkloadOptions options, std::uint64_t seed);
+
+  // Runs every intent to its end; returns when all clients are done.
+  void Run();
+  // How many intents have ended so far (for progress lines).
+  int done() const { return done_; }
+  const std::vector<IntentOutcome>& outcomes() const { return outcomes_; }
+  // Answers by kind, over every attempt ("201", "409", "timeout", "refused", ...).
+  std::map<std::string, std::int64_t> answers() const;
+
+ private:
+  void Client(int client_index);
+  void Drive(IntentOutcome& outcome, std::uint64_t seed);
+
+  ChaosStack& stack_;
+  WorkloadOptions options_;
+  std::uint64_t seed_;
+  std::vector<IntentOutcome> outcomes_;
+  std::atomic<int> next_{0};
+  std::atomic<int> done_{0};
+  mutable std::mutex answers_mutex_;
+  std::map<std::string, std::int64_t> answers_;
+};
+
+}  // namespace charge_outbox::chaos
