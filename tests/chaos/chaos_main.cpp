@@ -53,7 +53,7 @@ bool Parse(int argc, char** argv, Options& o) {
     };
     std::uint64_t n = 0;
     if (arg == "--short") {
-      o.workload.charges = 2500;
+      o.workload.charges = 5000;
       o.workload.clients = 16;
     } else if (arg == "--seed") {
       if (!number(o.seed)) return false;
