@@ -1,105 +1,233 @@
 #!/usr/bin/env bash
-# The Helm chart rendered by the real helm (tests/run builds it; HELM_BIN): lint, what the outbox-relay
-# and charge-api Deployments and the reconciler CronJob run and how, and the values the chart refuses.
-# Nothing is installed anywhere.
+# The Helm chart rendered by the real helm (tests/run builds it; HELM_BIN): lint, what each workload runs
+# and how, where every CronJob knob lands, the security context, the config checksum, the optional objects
+# of values-everything.yaml, the alerts against the code and docs/operations.md, and the values the chart
+# refuses. Nothing is installed anywhere (tests/kube does that).
 set -euo pipefail
 helm=${HELM_BIN:?HELM_BIN is not set: tests/run builds helm and exports it}
-chart=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../helm/charge-outbox" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+chart=$root/helm/charge-outbox
+everything=$here/values-everything.yaml
 failures=0
 fail() { printf 'FAIL: %s\n' "$*" >&2; failures=$((failures + 1)); }
-# expect_line TEXT NEEDLE WHAT: TEXT has a line equal to NEEDLE once leading spaces are dropped.
-expect_line() { grep -qxF -- "$2" <<<"$(sed 's/^ *//' <<<"$1")" || fail "$3: no line '$2'"; }
-# env_has TEXT NAME NEEDLE [LINES]: the env entry named exactly NAME has NEEDLE within its first LINES (5)
-# lines. No pipes into grep -q: with pipefail, a writer cut short by it would count as a failure.
-env_has() {
-  local entry
-  entry=$(grep -A"$(("${4:-5}" - 1))" -E -- "^ *- name: $2\$" <<<"$1" || true)
-  grep -qF -- "$3" <<<"$entry"
+
+# flat: helm's block-style YAML as "Kind/name:path=value" lines, list items as [] (a key with no value
+# may have its list items at its own indent, as toYaml writes them). Exact paths make a knob rendered
+# under the wrong key fail, which a grep for its line would not.
+flat() {
+  awk '
+    function flush(  i) { for (i = 1; i <= n; i++) print kind "/" name ":" out[i]; n = 0; kind = ""; name = "" }
+    /^---/ { flush(); depth = 0; next }
+    /^[[:space:]]*(#|$)/ { next }
+    {
+      match($0, /^ */); ind = RLENGTH; rest = substr($0, ind + 1)
+      while (depth > 0 && (ind_[depth] > ind || (ind_[depth] == ind && !(rest ~ /^- / && open_[depth])))) depth--
+      while (rest ~ /^- /) { depth++; ind_[depth] = ind; key_[depth] = "[]"; open_[depth] = 0; ind += 2; rest = substr(rest, 3) }
+      path = ""; for (i = 1; i <= depth; i++) path = path (path == "" ? "" : ".") key_[i]
+      if (match(rest, /^"?[A-Za-z0-9_.\/-]+"?:( |$)/)) {
+        k = substr(rest, 1, RLENGTH); v = substr(rest, RLENGTH + 1); sub(/: ?$/, "", k); gsub(/"/, "", k)
+        depth++; ind_[depth] = ind; key_[depth] = k; open_[depth] = (v == ""); path = path (path == "" ? "" : ".") k
+        if (v != "") out[++n] = path "=" v
+        if (path == "kind") kind = v
+        if (path == "metadata.name") name = v
+      } else out[++n] = path "=" rest
+    }
+    END { flush() }'
 }
-# render TEMPLATE ARGS...: that template's manifests (every template is rendered, so required values
-# anywhere still count).
-render() { local t=$1; shift; "$helm" template rel "$chart" --show-only "templates/$t.yaml" "$@" 2>&1; }
-kafka=(--set 'outboxRelay.kafka.bootstrapServers=kafka-0:9092\,kafka-1:9092')  # \, : one value with a comma
-acquirer=(--set global.acquirer.url=https://acquirer.example)
+# has FLAT LINE WHAT: FLAT has exactly LINE.
+has() { grep -qxF -- "$2" <<<"$1" || fail "$3: no '$2'"; }
+hasnt() { if grep -qF -- "$2" <<<"$1"; then fail "$3: '$2' is there"; fi; }
+render() { "$helm" template rel "$chart" "$@" 2>&1; }
+required=(--set 'outboxRelay.kafka.bootstrapServers=kafka-0:9092\,kafka-1:9092' --set global.acquirer.url=https://acquirer.example)
 
-"$helm" lint "$chart" "${kafka[@]}" "${acquirer[@]}" >/dev/null || fail "helm lint with the required values"
+"$helm" lint "$chart" "${required[@]}" >/dev/null || fail "helm lint with the required values"
+"$helm" lint "$chart" -f "$everything" >/dev/null || fail "helm lint with values-everything.yaml"
+out=$(render "${required[@]}") || fail "rendering the defaults: $out"
+D=$(flat <<<"$out")
+out=$(render -f "$everything") || fail "rendering values-everything.yaml: $out"
+E=$(flat <<<"$out")
 
-# outbox-relay
-relay=$(render outbox-relay-deployment "${kafka[@]}" "${acquirer[@]}") || fail "rendering the defaults: $relay"
-expect_line "$relay" "kind: Deployment" "defaults"
-expect_line "$relay" "name: rel-charge-outbox-outbox-relay" "defaults"
-expect_line "$relay" "replicas: 2" "defaults"
-expect_line "$relay" 'args: ["outbox-relay"]' "defaults"
-expect_line "$relay" 'value: "kafka-0:9092,kafka-1:9092"' "the bootstrap servers"
-expect_line "$relay" "httpGet: {path: /readyz, port: http}" "readiness"
-expect_line "$relay" "httpGet: {path: /healthz, port: http}" "liveness"
-expect_line "$relay" "terminationGracePeriodSeconds: 30" "grace above shutdown.deadline"
-expect_line "$relay" "readOnlyRootFilesystem: true" "container security"
-# The database URL only ever comes from the Secret.
-env_has "$relay" DATABASE_URL 'name: charge-outbox-database' ||
-  fail "DATABASE_URL is not read from the database Secret"
-grep -q 'KAFKA_SASL_PASSWORD' <<<"$relay" && fail "a SASL password with no Secret configured"
+api=Deployment/rel-charge-outbox-charge-api
+relay=Deployment/rel-charge-outbox-outbox-relay
+rec=CronJob/rel-charge-outbox-reconciler
+win=CronJob/rel-charge-outbox-reconciler-window
+mig=Job/rel-charge-outbox-migrate
+pod=spec.template.spec          # a Deployment's or Job's pod spec
+cpod=spec.jobTemplate.spec.template.spec
 
-sasl=$(render outbox-relay-deployment "${kafka[@]}" "${acquirer[@]}" --set outboxRelay.kafka.securityProtocol=SASL_SSL \
-  --set outboxRelay.kafka.saslMechanism=SCRAM-SHA-512 --set outboxRelay.kafka.saslUsername=relay \
-  --set outboxRelay.kafka.saslPasswordSecret.name=kafka-relay --set outboxRelay.workers=4 \
-  --set outboxRelay.extraEnv.RELAY_POLL_INTERVAL=2s) || fail "rendering with SASL: $sasl"
-expect_line "$sasl" 'value: "SASL_SSL"' "security protocol"
-env_has "$sasl" KAFKA_SASL_PASSWORD 'name: kafka-relay' ||
-  fail "KAFKA_SASL_PASSWORD is not read from its Secret"
-env_has "$sasl" RELAY_WORKERS 'value: "4"' 2 || fail "outboxRelay.workers"
-env_has "$sasl" RELAY_POLL_INTERVAL 'value: "2s"' 2 || fail "outboxRelay.extraEnv"
+# What the defaults create, and nothing optional.
+for object in "$api" "$relay" "$rec" "$mig" Service/rel-charge-outbox-charge-api ServiceAccount/rel-charge-outbox \
+  ConfigMap/rel-charge-outbox-charge-api ConfigMap/rel-charge-outbox-outbox-relay ConfigMap/rel-charge-outbox-reconciler; do
+  has "$D" "$object:metadata.name=${object#*/}" "defaults"
+done
+for kind in HorizontalPodAutoscaler PodDisruptionBudget NetworkPolicy Ingress PodMonitor PrometheusRule Secret; do
+  hasnt "$D" "$kind/" "defaults: optional $kind"
+done
+hasnt "$D" "$win:" "defaults: the window report"
+hasnt "$D" "ConfigMap/rel-charge-outbox-dashboard:" "defaults: the dashboard"
+# values-everything.yaml: every optional object.
+for object in HorizontalPodAutoscaler/rel-charge-outbox-charge-api PodDisruptionBudget/rel-charge-outbox-charge-api \
+  PodDisruptionBudget/rel-charge-outbox-outbox-relay NetworkPolicy/rel-charge-outbox-charge-api \
+  NetworkPolicy/rel-charge-outbox-outbox-relay NetworkPolicy/rel-charge-outbox-jobs Ingress/rel-charge-outbox-charge-api \
+  PodMonitor/rel-charge-outbox PrometheusRule/rel-charge-outbox ConfigMap/rel-charge-outbox-dashboard "$win"; do
+  has "$E" "$object:metadata.name=${object#*/}" "values-everything"
+done
 
-# charge-api
-api=$(render charge-api-deployment "${kafka[@]}" "${acquirer[@]}") || fail "rendering charge-api: $api"
-expect_line "$api" 'args: ["charge-api"]' "charge-api"
-expect_line "$api" "kind: Service" "charge-api's Service"
-expect_line "$api" "targetPort: http" "charge-api's Service"
-expect_line "$api" "httpGet: {path: /readyz, port: http}" "charge-api readiness"
-expect_line "$api" 'value: "https://acquirer.example"' "the acquirer URL"
-env_has "$api" ACQUIRER_API_KEY 'name: charge-outbox-acquirer' || fail "ACQUIRER_API_KEY is not read from its Secret"
-env_has "$api" DATABASE_URL 'name: charge-outbox-database' || fail "charge-api's DATABASE_URL is not read from the Secret"
+# Every pod and container, defaults and everything: non-root 65532, seccomp, no token, read-only, no escalation, no capabilities.
+for flat_ in "$D" "$E"; do
+  for w in "$api:$pod" "$relay:$pod" "$mig:$pod" "$rec:$cpod"; do
+    has "$flat_" "$w.securityContext.runAsNonRoot=true" "pod security"
+    has "$flat_" "$w.securityContext.runAsUser=65532" "pod security"
+    has "$flat_" "$w.securityContext.seccompProfile.type=RuntimeDefault" "pod security"
+    has "$flat_" "$w.automountServiceAccountToken=false" "no service account token"
+    c="$w.containers.[].securityContext"
+    has "$flat_" "$c.runAsNonRoot=true" "container security"
+    has "$flat_" "$c.runAsUser=65532" "container security"
+    has "$flat_" "$c.readOnlyRootFilesystem=true" "container security"
+    has "$flat_" "$c.allowPrivilegeEscalation=false" "container security"
+    has "$flat_" "$c.capabilities.drop.[]=ALL" "container security"
+    has "$flat_" "$c.seccompProfile.type=RuntimeDefault" "container security"
+  done
+done
+has "$E" "$win:$cpod.containers.[].securityContext.readOnlyRootFilesystem=true" "the window report's security"
+has "$D" "$api:$pod.serviceAccountName=rel-charge-outbox" "the release's ServiceAccount"
+# The migration hook runs before the release's ServiceAccount exists.
+hasnt "$D" "$mig:$pod.serviceAccountName=" "the migration hook"
 
-# reconciler
-rec=$(render reconciler-cronjob "${kafka[@]}" "${acquirer[@]}" --set 'reconciler.schedule=*/2 * * * *') ||
-  fail "rendering the reconciler: $rec"
-expect_line "$rec" "kind: CronJob" "reconciler"
-expect_line "$rec" "concurrencyPolicy: Forbid" "reconciler"
-expect_line "$rec" 'schedule: "*/2 * * * *"' "reconciler schedule"
-expect_line "$rec" 'args: ["reconciler", "sweep"]' "reconciler"
-expect_line "$rec" "backoffLimit: 0" "reconciler: the next run, not a retry"
-expect_line "$rec" "restartPolicy: Never" "reconciler"
-env_has "$rec" ACQUIRER_API_KEY 'name: charge-outbox-acquirer' || fail "the reconciler's ACQUIRER_API_KEY is not from its Secret"
-env_has "$rec" RECONCILER_NOT_FOUND_POLICY 'value: "resubmit"' 2 || fail "reconciler.notFoundPolicy"
-# One deadline for both daemons, so a takeover and the reconciler apply one policy.
-dl=(--set global.chargeDeadline=90m)
-env_has "$(render reconciler-cronjob "${kafka[@]}" "${acquirer[@]}" "${dl[@]}")" RECONCILER_DEADLINE 'value: "90m"' 2 ||
-  fail "the reconciler's deadline is not global.chargeDeadline"
-env_has "$(render charge-api-deployment "${kafka[@]}" "${acquirer[@]}" "${dl[@]}")" CHARGE_DEADLINE 'value: "90m"' ||
-  fail "charge-api's deadline is not global.chargeDeadline"
+# What each runs: the binary on the image's PATH (no shell, no entrypoint) with its ConfigMap.
+has "$D" "$api:$pod.containers.[].args=[\"charge-api\", \"--config\", \"/etc/charge-outbox/config.yaml\"]" "charge-api"
+has "$D" "$relay:$pod.containers.[].args=[\"outbox-relay\", \"--config\", \"/etc/charge-outbox/config.yaml\"]" "relay"
+has "$D" "$rec:$cpod.containers.[].args=[\"reconciler\",\"--config\",\"/etc/charge-outbox/config.yaml\",\"sweep\"]" "reconciler"
+has "$D" "$mig:$pod.containers.[].args=[\"charge-migrate\", \"up\"]" "migrate"
+has "$E" "$win:$cpod.containers.[].args=[\"reconciler\",\"--config\",\"/etc/charge-outbox/config.yaml\",\"window\",\"--from\",\"2026-11-30T00:00:00Z\",\"--to\",\"2026-12-01T00:00:00Z\"]" "window report"
+has "$D" "$api:$pod.volumes.[].configMap.name=rel-charge-outbox-charge-api" "charge-api's ConfigMap"
+has "$D" "$rec:$cpod.volumes.[].configMap.name=rel-charge-outbox-reconciler" "the reconciler's ConfigMap"
+has "$E" "$win:$cpod.volumes.[].configMap.name=rel-charge-outbox-reconciler" "the window report's ConfigMap"
+has "$D" "ConfigMap/rel-charge-outbox-outbox-relay:data.config.yaml.kafka.bootstrap_servers=\"kafka-0:9092,kafka-1:9092\"" "bootstrap servers"
+has "$D" 'ConfigMap/rel-charge-outbox-charge-api:data.config.yaml.acquirer.url="https://acquirer.example"' "acquirer URL"
+has "$D" "$api:$pod.containers.[].readinessProbe.httpGet={path: /readyz, port: http}" "charge-api readiness"
+
+# Secrets from Secrets only, never in a ConfigMap.
+has "$D" "$api:$pod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outbox-database" "DATABASE_URL from its Secret"
+has "$D" "$rec:$cpod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outbox-acquirer" "ACQUIRER_API_KEY from its Secret"
+has "$E" "$relay:$pod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outbox-kafka" "KAFKA_SASL_PASSWORD from its Secret"
+hasnt "$D" "KAFKA_SASL_PASSWORD" "a SASL password with no Secret configured"
+if grep -E '^ConfigMap/rel-charge-outbox-(charge-api|outbox-relay|reconciler):' <<<"$E" | grep -qiE 'password|api_key|database\.url|secret'; then
+  fail "a secret in a daemon's ConfigMap"
+fi
+
+# One deadline for both daemons; the component's value beats the global one.
+has "$D" 'ConfigMap/rel-charge-outbox-charge-api:data.config.yaml.charge.deadline="1h"' "charge-api's deadline"
+has "$D" 'ConfigMap/rel-charge-outbox-reconciler:data.config.yaml.reconciler.deadline="1h"' "the reconciler's deadline"
+has "$E" "$rec:$cpod.containers.[].resources.requests.cpu=50m" "global.resources"
+out=$(render "${required[@]}" --set global.image.tag=g --set reconciler.image.tag=own --set reconciler.resources.requests.cpu=9m \
+  --set reconciler.cronjob.successfulJobsHistoryLimit=0 --set global.chargeDeadline=90m) || fail "rendering overrides: $out"
+O=$(flat <<<"$out")
+has "$O" "$rec:$cpod.containers.[].image=charge-outbox:own" "reconciler.image beats global.image"
+has "$O" "$api:$pod.containers.[].image=charge-outbox:g" "global.image"
+has "$O" "$rec:$cpod.containers.[].resources.requests.cpu=9m" "reconciler.resources"
+has "$O" "$rec:spec.successfulJobsHistoryLimit=0" "a zero history limit is rendered, not defaulted"
+has "$O" 'ConfigMap/rel-charge-outbox-reconciler:data.config.yaml.reconciler.deadline="90m"' "global.chargeDeadline"
+has "$O" 'ConfigMap/rel-charge-outbox-charge-api:data.config.yaml.charge.deadline="90m"' "global.chargeDeadline"
+
+# A config change rolls the Deployment whose config changed, and only that one.
+checksum() { grep -F "$1:spec.template.metadata.annotations.checksum/config=" <<<"$2" || true; }
+out=$(render "${required[@]}" --set chargeApi.httpThreads=3) || fail "rendering a config change: $out"
+C=$(flat <<<"$out")
+[[ -n $(checksum "$api" "$D") ]] || fail "charge-api has no checksum/config annotation"
+[[ $(checksum "$api" "$C") != "$(checksum "$api" "$D")" ]] || fail "charge-api's checksum did not change with its config"
+[[ $(checksum "$relay" "$C") == "$(checksum "$relay" "$D")" ]] || fail "the relay's checksum changed with charge-api's config"
+has "$C" "ConfigMap/rel-charge-outbox-charge-api:data.config.yaml.http.threads=3" "chargeApi.httpThreads"
+
+# Every reconciler knob at its place: the CronJob's fields by their Kubernetes names, its own in its ConfigMap.
+out=$(render "${required[@]}" --set 'reconciler.cronjob.schedule=*/7 * * * *' --set reconciler.cronjob.timeZone=Europe/Lisbon \
+  --set reconciler.cronjob.suspend=true --set reconciler.cronjob.concurrencyPolicy=Replace \
+  --set reconciler.cronjob.startingDeadlineSeconds=41 --set reconciler.cronjob.successfulJobsHistoryLimit=2 \
+  --set reconciler.cronjob.failedJobsHistoryLimit=6 --set reconciler.job.backoffLimit=1 \
+  --set reconciler.job.activeDeadlineSeconds=333 --set reconciler.job.ttlSecondsAfterFinished=444 \
+  --set reconciler.terminationGracePeriodSeconds=55 --set reconciler.gracePeriod=3m --set reconciler.batchSize=77 \
+  --set reconciler.concurrency=5 --set reconciler.timeBudget=45s --set reconciler.claimLease=100s \
+  --set reconciler.visibilityWindow=4m --set reconciler.notFoundPolicy=review --set global.chargeDeadline=2h \
+  --set reconciler.pushgateway.url=http://pgw:9091) || fail "rendering the knobs: $out"
+K=$(flat <<<"$out")
+for knob in 'spec.schedule="*/7 * * * *"' 'spec.timeZone="Europe/Lisbon"' spec.suspend=true spec.concurrencyPolicy=Replace \
+  spec.startingDeadlineSeconds=41 spec.successfulJobsHistoryLimit=2 spec.failedJobsHistoryLimit=6 \
+  spec.jobTemplate.spec.backoffLimit=1 spec.jobTemplate.spec.activeDeadlineSeconds=333 \
+  spec.jobTemplate.spec.ttlSecondsAfterFinished=444 "$cpod.terminationGracePeriodSeconds=55"; do
+  has "$K" "$rec:$knob" "CronJob knob"
+done
+for knob in 'grace_period="3m"' batch_size=77 concurrency=5 'time_budget="45s"' 'claim_lease="100s"' 'deadline="2h"' \
+  'visibility_window="4m"' not_found_policy=review; do
+  has "$K" "ConfigMap/rel-charge-outbox-reconciler:data.config.yaml.reconciler.$knob" "reconciler setting"
+done
+has "$K" 'ConfigMap/rel-charge-outbox-reconciler:data.config.yaml.metrics.pushgateway.url="http://pgw:9091"' "pushgateway"
+has "$K" 'ConfigMap/rel-charge-outbox-reconciler:data.config.yaml.metrics.pushgateway.job="rel-charge-outbox-reconciler"' "pushgateway job per release"
+has "$D" "$rec:spec.concurrencyPolicy=Forbid" "Forbid by default"
+has "$D" "$rec:spec.jobTemplate.spec.backoffLimit=0" "no Job retry by default"
+hasnt "$D" "$rec:spec.jobTemplate.spec.ttlSecondsAfterFinished" "ttlSecondsAfterFinished unset by default"
+hasnt "$D" "$rec:spec.timeZone" "timeZone unset by default"
+# The window report's own knobs, from values-everything.yaml.
+for knob in 'spec.schedule="30 2 * * *"' 'spec.timeZone="Etc/UTC"' spec.startingDeadlineSeconds=600 \
+  spec.jobTemplate.spec.activeDeadlineSeconds=1800 spec.jobTemplate.spec.ttlSecondsAfterFinished=86400; do
+  has "$E" "$win:$knob" "window CronJob knob"
+done
+
+# Optional objects, from values-everything.yaml.
+hasnt "$E" "$api:spec.replicas=" "replicas with the autoscaler on"
+has "$E" "HorizontalPodAutoscaler/rel-charge-outbox-charge-api:spec.metrics.[].resource.target.averageUtilization=80" "HPA memory"
+has "$E" "PodDisruptionBudget/rel-charge-outbox-outbox-relay:spec.maxUnavailable=1" "relay PDB"
+has "$E" "Ingress/rel-charge-outbox-charge-api:spec.rules.[].http.paths.[].backend.service.name=rel-charge-outbox-charge-api" "Ingress"
+has "$E" "NetworkPolicy/rel-charge-outbox-jobs:spec.ingress=[]" "the jobs accept no connection"
+has "$E" "$relay:spec.strategy.type=Recreate" "outboxRelay.updateStrategy"
+
+# The alerts: every metric they read is one the code registers, every runbook a heading of docs/operations.md.
+rules=$(grep '^PrometheusRule/' <<<"$E")
+for alert in ChargeOutboxOutboxLag ChargeOutboxRelayAbsent ChargeOutboxEventsParked ChargeOutboxPendingChargesOverdue \
+  ChargeOutboxReconcilerRunFailed ChargeOutboxReconcilerNotSucceeding; do
+  has "$rules" "PrometheusRule/rel-charge-outbox:spec.groups.[].rules.[].alert=$alert" "alert"
+done
+for metric in $(grep -oE '[a-z_]+\{' <<<"$(grep '\.expr=' <<<"$rules")" | tr -d '{' | sort -u); do
+  grep -rqF "\"$metric\"" "$root/services" || fail "alert metric $metric is registered nowhere in services/"
+done
+for anchor in $(grep -oE 'runbook_url=.*#[a-z]+' <<<"$rules" | sed 's/.*#//'); do
+  grep -qiE "^#+ +$anchor\$" "$root/docs/operations.md" 2>/dev/null || fail "runbook #$anchor: no such heading in docs/operations.md"
+done
+for metric in $(grep -oE '[a-z_]+\{' "$chart/dashboards/charge-outbox.json" | tr -d '{' | sed -E 's/_bucket$//' | sort -u); do
+  grep -rqF "\"$metric\"" "$root/services" || fail "dashboard metric $metric is registered nowhere in services/"
+done
 
 # Refused, each with the reason named.
 refused() {  # refused NEEDLE WHAT ARGS...: rendering fails and says NEEDLE
   local needle=$1 what=$2 out; shift 2
-  if out=$(render outbox-relay-deployment "$@"); then fail "$what: rendered"; elif ! grep -qF -- "$needle" <<<"$out"; then
-    fail "$what: the error does not say '$needle': $out"; fi
+  if out=$(render --show-only templates/outbox-relay-deployment.yaml "$@"); then fail "$what: rendered"
+  elif ! grep -qF -- "$needle" <<<"$out"; then fail "$what: the error does not say '$needle': $out"; fi
 }
-refused "outboxRelay.kafka.bootstrapServers is required" "no bootstrap servers" "${acquirer[@]}"
-refused "global.acquirer.url is required" "no acquirer URL" "${kafka[@]}"
-refused "invalid propertyName 'DATABASE_URL'" "a secret through extraEnv" "${kafka[@]}" "${acquirer[@]}" \
-  --set outboxRelay.extraEnv.DATABASE_URL=postgres://x
-refused "invalid propertyName 'ACQUIRER_API_KEY'" "the acquirer key through extraEnv" "${kafka[@]}" "${acquirer[@]}" \
-  --set chargeApi.extraEnv.ACQUIRER_API_KEY=ak_live
-refused "bogus" "an unknown key" "${kafka[@]}" "${acquirer[@]}" --set outboxRelay.bogus=1
-refused "workers" "zero workers" "${kafka[@]}" "${acquirer[@]}" --set outboxRelay.workers=0
-refused "notFoundPolicy" "a not-found policy that does not exist" "${kafka[@]}" "${acquirer[@]}" \
-  --set reconciler.notFoundPolicy=guess
+refused "outboxRelay.kafka.bootstrapServers is required" "no bootstrap servers" --set global.acquirer.url=https://a.example
+refused "global.acquirer.url is required" "no acquirer URL" --set outboxRelay.kafka.bootstrapServers=k:9092
+refused "additional properties 'bogus' not allowed" "an unknown key" "${required[@]}" --set reconciler.cronjob.bogus=1
+refused "additional properties 'schedule' not allowed" "a knob under the wrong key" "${required[@]}" --set 'reconciler.job.schedule=* * * * *'
+refused "got string, want integer" "a wrong type" "${required[@]}" --set-string reconciler.cronjob.startingDeadlineSeconds=30
+refused "value must be one of" "a concurrency policy that does not exist" "${required[@]}" --set reconciler.cronjob.concurrencyPolicy=Never
+refused "value must be one of" "a not-found policy that does not exist" "${required[@]}" --set reconciler.notFoundPolicy=guess
+for component in chargeApi outboxRelay reconciler; do
+  refused "invalid propertyName 'DATABASE_URL'" "a secret in $component.extraEnv" "${required[@]}" --set "$component.extraEnv.DATABASE_URL=postgres://x"
+  refused "invalid propertyName 'FAILPOINTS'" "FAILPOINTS in $component.extraEnv" "${required[@]}" --set "$component.extraEnv.FAILPOINTS=x"
+done
+refused "invalid propertyName 'ACQUIRER_API_KEY'" "the acquirer key in extraEnv" "${required[@]}" --set chargeApi.extraEnv.ACQUIRER_API_KEY=k
+refused "invalid propertyName 'KAFKA_SASL_PASSWORD'" "the SASL password in extraEnv" "${required[@]}" --set outboxRelay.extraEnv.KAFKA_SASL_PASSWORD=p
+# Without the schema, the templates still refuse.
+refused "reconciler.extraEnv.FAILPOINTS is refused" "FAILPOINTS without the schema" "${required[@]}" --skip-schema-validation \
+  --set reconciler.extraEnv.FAILPOINTS=x
+refused "reconciler.window.from is required" "a window report without its window" "${required[@]}" --set reconciler.window.enabled=true
+refused "needs reconciler.pushgateway.url" "reconciler alerts with nothing pushed" "${required[@]}" --set monitoring.prometheusRule.enabled=true
+refused "reconcilerScheduleSeconds" "an interval the chart cannot derive" -f "$everything" --set 'reconciler.cronjob.schedule=5 4 * * *'
 
 # Everything but the migration disabled: nothing else rendered, and nothing else required.
-only_migrate=$("$helm" template rel "$chart" --set outboxRelay.enabled=false --set chargeApi.enabled=false \
-  --set reconciler.enabled=false) || fail "rendering the migration alone: $only_migrate"
+only_migrate=$(render --set outboxRelay.enabled=false --set chargeApi.enabled=false --set reconciler.enabled=false) ||
+  fail "rendering the migration alone: $only_migrate"
 grep -qE 'outbox-relay|charge-api|reconciler' <<<"$only_migrate" && fail "disabled components were rendered"
-expect_line "$only_migrate" "kind: Job" "the migration alone"
+grep -qx 'kind: Job' <<<"$only_migrate" || fail "the migration alone: no Job"
 
 ((failures == 0)) || { echo "$failures check(s) failed" >&2; exit 1; }
 echo "chart checks passed"
