@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# The container image as a container runtime would use it: its OCI archive unpacked into a root
+# filesystem, checked (no shell, no compiler, a non-root user, PATH finding every daemon), then every
+# daemon run from that root filesystem with chroot as user 65532 against the test's PostgreSQL and Kafka:
+# charge-migrate migrates a fresh database, acquirer-sim and charge-api answer a charge, outbox-relay
+# publishes its events (read back from Kafka), and a reconciler sweep exits 0.
+#
+#   image_test.sh ARCHIVE      (deploy/image/build writes BUILD_DIR/image/charge-outbox.oci.tar)
+#
+# Needs root (chroot), TEST_DATABASE_URL and KAFKA_BOOTSTRAP_SERVERS (tests/run exports both), and
+# Kafka's jars (tests/run fetches them) for the console consumer.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$root/deploy/local/lib/common.sh"
+source "$root/deploy/local/lib/kafka.sh"
+
+fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+step() { printf '== %s (%ss)\n' "$*" "$SECONDS" >&2; }
+
+archive=${1:?usage: image_test.sh ARCHIVE}
+[[ -f $archive ]] || fail "no image archive at $archive: build it with deploy/image/build (tests/run does)"
+[[ -n ${TEST_DATABASE_URL:-} ]] || fail "TEST_DATABASE_URL is not set: run through tests/run, which starts PostgreSQL"
+[[ -n ${KAFKA_BOOTSTRAP_SERVERS:-} ]] || fail "KAFKA_BOOTSTRAP_SERVERS is not set: run through tests/run, which starts Kafka"
+[[ $(id -u) -eq 0 ]] || fail "the image test needs root to chroot into the image's root filesystem"
+command -v jq >/dev/null || fail "jq is missing: run deploy/local/install-deps"
+
+daemons=(charge-api outbox-relay reconciler charge-migrate acquirer-sim)
+run_id=$(od -An -tx1 -N6 /dev/urandom | tr -d ' \n')
+database=image_test_$run_id
+topic=image-test-$run_id
+# In /tmp, not the build tree: the unpacked root filesystem is traversed by uid 65532.
+work=$(mktemp -d /tmp/charge-outbox-image-test.XXXXXX)
+chmod 755 "$work"
+rootfs=$work/rootfs
+logs=$work/logs
+mkdir -p "$rootfs" "$logs"
+
+admin_psql() { psql -X -q -v ON_ERROR_STOP=1 "$TEST_DATABASE_URL" "$@"; }
+# The URL's path names the database: replace it, keeping the rest (host, user, query string).
+database_url=$(sed -E "s#^(postgres(ql)?://[^/?]+)(/[^?]*)?#\1/$database#" <<<"$TEST_DATABASE_URL")
+sql() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$database_url" -c "$1"; }
+
+finished=false
+cleanup() {
+  local status=$?
+  for pid_file in "$work"/*.pid; do [[ -e $pid_file ]] && stop_pid_file "$pid_file" 10; done
+  if [[ $finished != true ]]; then
+    for log in "$logs"/*.log; do
+      [[ -s $log ]] || continue
+      printf -- '--- last lines of %s ---\n' "$(basename "$log")" >&2
+      tail -n 20 "$log" >&2
+    done
+  fi
+  admin_psql -v db="$database" <<<'DROP DATABASE IF EXISTS :"db" WITH (FORCE)' >/dev/null 2>&1 || true
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+
+# --- unpack: OCI layout → manifest → config and layers, each blob checked against its digest
+step "unpacking $archive"
+layout=$work/oci
+mkdir -p "$layout"
+tar -xf "$archive" -C "$layout"
+[[ -f $layout/oci-layout && -f $layout/index.json ]] || fail "$archive is not an OCI layout (no oci-layout or index.json)"
+blob() {
+  local digest=$1 path
+  path=$layout/blobs/${digest/://}
+  [[ -f $path ]] || fail "blob $digest is missing from the archive"
+  [[ $(sha256sum "$path" | cut -d' ' -f1) == "${digest#sha256:}" ]] || fail "blob $digest does not match its digest"
+  echo "$path"
+}
+manifest_digest=$(jq -r '[.manifests[] | select(.mediaType == "application/vnd.oci.image.manifest.v1+json")]
+  | if length == 1 then .[0].digest else error("expected one image manifest, found \(length)") end' \
+  "$layout/index.json") || fail "index.json: $manifest_digest"
+manifest=$(blob "$manifest_digest")
+config=$(blob "$(jq -r .config.digest "$manifest")")
+mapfile -t layers < <(jq -r '.layers[] | .mediaType + " " + .digest' "$manifest")
+((${#layers[@]} > 0)) || fail "the manifest lists no layer"
+for layer in "${layers[@]}"; do
+  media_type=${layer% *}
+  path=$(blob "${layer#* }")
+  case $media_type in
+    application/vnd.oci.image.layer.v1.tar) decompress=() ;;
+    application/vnd.oci.image.layer.v1.tar+gzip) decompress=(--gzip) ;;
+    application/vnd.oci.image.layer.v1.tar+zstd) decompress=(--zstd) ;;
+    *) fail "layer media type $media_type is not one this test reads" ;;
+  esac
+  # Whiteouts delete files of lower layers; a one-layer image has none, and this test does not apply them.
+  if tar -t "${decompress[@]}" -f "$path" | grep -q '\.wh\.'; then
+    fail "layer ${layer#* } holds whiteout files, which this test does not apply"
+  fi
+  tar -x "${decompress[@]}" --numeric-owner -p -f "$path" -C "$rootfs"
+done
+
+# --- what the image is, and is not
+step "checking the image's configuration and contents"
+user=$(jq -r '.config.User // ""' "$config")
+uid=${user%%:*}
+[[ $uid =~ ^[0-9]+$ && $uid -ne 0 ]] || fail "the image's User is '$user', not a numeric non-root uid"
+[[ $(jq -r '.config.Entrypoint // [] | length' "$config") == 0 ]] ||
+  fail "the image has an ENTRYPOINT ($(jq -c .config.Entrypoint "$config")): the chart's args would be passed to it"
+image_path=$(jq -r '.config.Env // [] | map(select(startswith("PATH="))) | .[0] // "" | ltrimstr("PATH=")' "$config")
+[[ -n $image_path ]] || fail "the image sets no PATH: args: [\"charge-api\"] would not find the binary"
+for d in "${daemons[@]}"; do
+  found=false
+  IFS=: read -r -a path_dirs <<<"$image_path"
+  for dir in "${path_dirs[@]}"; do [[ -x $rootfs$dir/$d ]] && found=true; done
+  [[ $found == true ]] || fail "$d is not in the image's PATH ($image_path)"
+done
+for label in title description version revision created; do
+  [[ -n $(jq -r --arg l "org.opencontainers.image.$label" '.config.Labels[$l] // ""' "$config") ]] ||
+    fail "label org.opencontainers.image.$label is missing"
+done
+shells=$(find "$rootfs" \( -name sh -o -name bash -o -name dash -o -name busybox -o -name ash -o -name zsh \) -printf '/%P\n')
+[[ -z $shells ]] || fail "the image holds a shell: $shells"
+compilers=$(find "$rootfs" \( -name 'gcc*' -o -name 'g++*' -o -name cc -o -name c++ -o -name 'clang*' \
+  -o -name cc1 -o -name cc1plus -o -name ld -o -name 'ld.bfd' -o -name 'ld.gold' -o -name as \) -printf '/%P\n')
+[[ -z $compilers ]] || fail "the image holds a compiler or linker: $compilers"
+# What a read-only root filesystem would refuse: anything the image's user could write outside /tmp.
+writable=$(find "$rootfs" -path "$rootfs/tmp" -prune -o ! -type l \( -perm -o+w -o -uid "$uid" \) -printf '/%P\n' |
+  grep -v '^/tmp$' | grep -v '^/home/' || true)
+[[ -z $writable ]] || fail "the image's user could write outside /tmp and its home: $writable"
+[[ -d $rootfs/tmp && $(stat -c %a "$rootfs/tmp") == 1777 ]] || fail "/tmp is missing or not mode 1777"
+
+# A command run as a container would run it: from the image's root filesystem, as its user, with only the
+# image's PATH and the variables of an env file (a file, so that the test's credentials never show in a
+# process list), the command found through that PATH. Every step execs, so a pid file names the daemon.
+# shellcheck disable=SC2016 # expanded by the inner bash, on purpose
+container=(env -i PATH="$image_path" /bin/bash -c 'set -a; source "$0"; set +a; exec /usr/sbin/chroot --userspec="$1" "$2" "${@:3}"')
+# in_image ENV_FILE COMMAND [ARGS...]
+in_image() { local env_file=$1; shift; "${container[@]}" "$env_file" "$uid:$uid" "$rootfs" "$@"; }
+# start_in_image NAME ENV_FILE COMMAND [ARGS...]: in the background, logging to logs/NAME.log.
+start_in_image() {
+  local name=$1 env_file=$2; shift 2
+  start_daemon "$work/$name.pid" "$logs/$name.log" "${container[@]}" "$env_file" "$uid:$uid" "$rootfs" "$@"
+}
+
+acquirer_port=$(free_port)
+api_port=$(free_port)
+relay_port=$(free_port)
+acquirer_key=ak_test_$(random_hex)
+charge_api_key=sk_test_$(random_hex)
+merchant_id=$(cat /proc/sys/kernel/random/uuid)
+
+# Secrets in the environment, everything else in a config file passed with --config, as the chart does
+# (its ConfigMap is mounted read-only at /etc/charge-outbox). The env files are sourced by the test's root
+# shell before chroot drops to the image's user, so they stay private to root.
+umask 077
+cat >"$work/database.env" <<EOF
+DATABASE_URL=$database_url
+EOF
+cat >"$work/acquirer-sim.env" <<EOF
+AUTH_API_KEYS=$acquirer_key
+SERVER_ADDRESS=127.0.0.1
+SERVER_PORT=$acquirer_port
+DATA_DIR=/tmp/acquirer-sim
+EOF
+cat "$work/database.env" - >"$work/acquirer-client.env" <<EOF
+ACQUIRER_API_KEY=$acquirer_key
+EOF
+umask 022
+config_dir=/etc/charge-outbox
+mkdir -p "$rootfs$config_dir"
+cat >"$rootfs$config_dir/charge-api.yaml" <<EOF
+http: {address: 127.0.0.1, port: $api_port}
+acquirer: {url: "http://127.0.0.1:$acquirer_port"}
+EOF
+cat >"$rootfs$config_dir/outbox-relay.yaml" <<EOF
+http: {address: 127.0.0.1, port: $relay_port}
+kafka: {bootstrap_servers: "$KAFKA_BOOTSTRAP_SERVERS", topic: $topic, topic_partitions: 1, topic_replication_factor: 1}
+EOF
+cat >"$rootfs$config_dir/reconciler.yaml" <<EOF
+acquirer: {url: "http://127.0.0.1:$acquirer_port"}
+EOF
+
+# --- charge-migrate: a fresh database, every migration applied
+step "charge-migrate up on a fresh database"
+admin_psql -v db="$database" <<<'CREATE DATABASE :"db"'
+in_image "$work/database.env" charge-migrate up >"$logs/charge-migrate.log" 2>&1 ||
+  fail "charge-migrate up exited $? from the image (log above)"
+applied=$(sql "SELECT count(*) FROM schema_migrations")
+((applied > 0)) || fail "charge-migrate up applied no migration"
+sql "INSERT INTO merchants (id, name) VALUES ('$merchant_id', 'image test')" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 "$database_url" -v m="$merchant_id" -v k="$charge_api_key" <<'SQL'
+INSERT INTO api_keys (key_hash, merchant_id, key_prefix) VALUES (sha256(convert_to(:'k', 'UTF8')), :'m', left(:'k', 8));
+SQL
+
+# --- acquirer-sim and charge-api: one charge, captured
+step "acquirer-sim and charge-api from the image"
+start_in_image acquirer-sim "$work/acquirer-sim.env" acquirer-sim
+wait_http "http://127.0.0.1:$acquirer_port/healthz" 60
+start_in_image charge-api "$work/acquirer-client.env" charge-api --config "$config_dir/charge-api.yaml"
+wait_http "http://127.0.0.1:$api_port/readyz" 60
+
+response=$work/charge.json
+status=$(curl -sS -o "$response" -w '%{http_code}' --max-time 30 -X POST "http://127.0.0.1:$api_port/v1/charges" \
+  -H "Authorization: Bearer $charge_api_key" -H 'Content-Type: application/json' \
+  -H "Idempotency-Key: image-test-$run_id" \
+  -d '{"amount": 25000, "currency": "BRL", "order_id": "IMG-1", "payment_method": "pm_tok_visa", "description": "image test"}') ||
+  fail "POST /v1/charges: no answer from charge-api"
+[[ $status == 201 ]] || fail "POST /v1/charges answered $status, expected 201: $(cat "$response")"
+[[ $(jq -r .status "$response") == captured ]] || fail "the charge is not captured: $(cat "$response")"
+charge_id=$(jq -r .id "$response")
+
+# --- outbox-relay: the charge's events published, marked in the outbox and readable from Kafka
+step "outbox-relay from the image publishes charge $charge_id"
+start_in_image outbox-relay "$work/database.env" outbox-relay --config "$config_dir/outbox-relay.yaml"
+wait_http "http://127.0.0.1:$relay_port/healthz" 60
+events=$(sql "SELECT count(*) FROM outbox WHERE aggregateid = '$charge_id'")
+((events >= 2)) || fail "expected the initiated and captured events of $charge_id in the outbox, found $events"
+deadline=$((SECONDS + 60))
+until [[ $(sql "SELECT count(*) FROM outbox WHERE aggregateid = '$charge_id' AND published_at IS NOT NULL") == "$events" ]]; do
+  ((SECONDS < deadline)) || fail "outbox-relay did not mark the $events events of $charge_id published within 60 s"
+  sleep 0.2
+done
+consumed=$(KAFKA_TOOLS_JAVA_OPTS="-Xmx128m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC" \
+  kafka_run_class org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" \
+  --topic "$topic" --from-beginning --max-messages "$events" --timeout-ms 60000 \
+  --property print.key=true --property print.headers=true 2>"$logs/console-consumer.log") ||
+  fail "reading $topic from Kafka failed (log above): $consumed"
+for type in payments.charge.initiated.v1 payments.charge.captured.v1; do
+  grep -F "$charge_id" <<<"$consumed" | grep -qF "$type" || fail "no $type event of $charge_id on $topic: $consumed"
+done
+
+# --- reconciler: one sweep, as the CronJob runs it
+step "reconciler sweep from the image"
+in_image "$work/acquirer-client.env" reconciler --config "$config_dir/reconciler.yaml" sweep >"$logs/reconciler.log" 2>&1 ||
+  fail "reconciler sweep exited $? from the image (log above)"
+grep -q '"msg":"run summary"' "$logs/reconciler.log" || fail "the reconciler run printed no summary line"
+
+# What the daemons wrote in the image's only writable place, for whoever mounts volumes for them.
+written=$(find "$rootfs/tmp" -mindepth 1 -printf '/tmp/%P\n')
+[[ $written == /tmp/acquirer-sim* || -z $written ]] ||
+  fail "a daemon wrote to /tmp (a readOnlyRootFilesystem pod needs a volume there): $(grep -v '^/tmp/acquirer-sim' <<<"$written")"
+
+finished=true
+step "the image works: every daemon ran from it as uid $uid"
