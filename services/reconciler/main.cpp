@@ -1,5 +1,5 @@
 // reconciler: one run of the CronJob that finds the truth about pending charges at the acquirer, or a
-// window report (`reconciler window --from T --to T`). See README.md.
+// window report (`reconciler window --from T --to T` or `--last 1h`). See README.md.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   switch (command.command) {
     case reconciler::CommandLine::Command::kSweep: return app.RunSweep(signals);
     case reconciler::CommandLine::Command::kWindow:
-      return app.RunWindow(command.from, command.to, command.output, report_fd);
+      return app.RunWindow(command, report_fd);
   }
   return reconciler::kExitRunErrors;
 }

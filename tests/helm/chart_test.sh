@@ -100,7 +100,11 @@ has "$D" "$api:$pod.containers.[].args=[\"charge-api\", \"--config\", \"/etc/cha
 has "$D" "$relay:$pod.containers.[].args=[\"outbox-relay\", \"--config\", \"/etc/charge-outbox/config.yaml\"]" "relay"
 has "$D" "$rec:$cpod.containers.[].args=[\"reconciler\",\"--config\",\"/etc/charge-outbox/config.yaml\",\"sweep\"]" "reconciler"
 has "$D" "$mig:$pod.containers.[].args=[\"charge-migrate\", \"up\"]" "migrate"
-has "$E" "$win:$cpod.containers.[].args=[\"reconciler\",\"--config\",\"/etc/charge-outbox/config.yaml\",\"window\",\"--from\",\"2026-11-30T00:00:00Z\",\"--to\",\"2026-12-01T00:00:00Z\"]" "window report"
+has "$E" "$win:$cpod.containers.[].args=[\"reconciler\",\"--config\",\"/etc/charge-outbox/config.yaml\",\"window\",\"--last\",\"24h\"]" "window report"
+out=$(render -f "$everything" --set reconciler.window.from=2026-11-30T00:00:00Z --set reconciler.window.to=2026-12-01T00:00:00Z) ||
+  fail "rendering a fixed window report: $out"
+fixed_window=$(flat <<<"$out")
+has "$fixed_window" "$win:$cpod.containers.[].args=[\"reconciler\",\"--config\",\"/etc/charge-outbox/config.yaml\",\"window\",\"--from\",\"2026-11-30T00:00:00Z\",\"--to\",\"2026-12-01T00:00:00Z\"]" "a fixed window report"
 has "$D" "$api:$pod.volumes.[].configMap.name=rel-charge-outbox-charge-api" "charge-api's ConfigMap"
 has "$D" "$rec:$cpod.volumes.[].configMap.name=rel-charge-outbox-reconciler" "the reconciler's ConfigMap"
 has "$E" "$win:$cpod.volumes.[].configMap.name=rel-charge-outbox-reconciler" "the window report's ConfigMap"
@@ -219,7 +223,10 @@ refused "invalid propertyName 'KAFKA_SASL_PASSWORD'" "the SASL password in extra
 # Without the schema, the templates still refuse.
 refused "reconciler.extraEnv.FAILPOINTS is refused" "FAILPOINTS without the schema" "${required[@]}" --skip-schema-validation \
   --set reconciler.extraEnv.FAILPOINTS=x
-refused "reconciler.window.from is required" "a window report without its window" "${required[@]}" --set reconciler.window.enabled=true
+refused "reconciler.window.to is required" "a fixed window report without its end" "${required[@]}" \
+  --set reconciler.window.enabled=true --set reconciler.window.from=2026-11-30T00:00:00Z
+refused "at '/reconciler/window/last'" "a rolling window that is not a duration" "${required[@]}" \
+  --set reconciler.window.enabled=true --set reconciler.window.last=1d
 refused "needs reconciler.pushgateway.url" "reconciler alerts with nothing pushed" "${required[@]}" --set monitoring.prometheusRule.enabled=true
 refused "reconcilerScheduleSeconds" "an interval the chart cannot derive" -f "$everything" --set 'reconciler.cronjob.schedule=5 4 * * *'
 

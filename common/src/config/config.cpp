@@ -190,6 +190,24 @@ bool ConfigReader::Boolean(std::string_view key, std::optional<bool> fallback) {
   throw ConfigError(std::string(key), "expected true or false, got " + Quote(*raw));
 }
 
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  std::int64_t amount = 0;
+  const auto* first = text.data();
+  const auto* last = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(first, last, amount);
+  const std::string_view unit(ptr, static_cast<std::size_t>(last - ptr));
+  std::int64_t scale = 0;
+  if (unit == "ms") scale = 1;
+  else if (unit == "s") scale = 1000;
+  else if (unit == "m") scale = 60'000;
+  else if (unit == "h") scale = 3'600'000;
+  if (ec != std::errc{} || ptr == first || scale == 0 || amount < 0 ||
+      amount > std::numeric_limits<std::int64_t>::max() / scale) {
+    return std::nullopt;
+  }
+  return std::chrono::milliseconds{amount * scale};
+}
+
 std::chrono::milliseconds ConfigReader::Duration(std::string_view key,
                                                  std::optional<std::chrono::milliseconds> fallback,
                                                  std::chrono::milliseconds min, std::chrono::milliseconds max) {
@@ -203,21 +221,11 @@ std::chrono::milliseconds ConfigReader::Duration(std::string_view key,
     }
     value = *fallback;
   } else {
-    std::int64_t amount = 0;
-    const auto* first = raw->data();
-    const auto* last = raw->data() + raw->size();
-    const auto [ptr, ec] = std::from_chars(first, last, amount);
-    const std::string_view unit(ptr, static_cast<std::size_t>(last - ptr));
-    std::int64_t scale = 0;
-    if (unit == "ms") scale = 1;
-    else if (unit == "s") scale = 1000;
-    else if (unit == "m") scale = 60'000;
-    else if (unit == "h") scale = 3'600'000;
-    if (ec != std::errc{} || ptr == first || scale == 0 || amount < 0 ||
-        amount > std::numeric_limits<std::int64_t>::max() / scale) {
+    const auto parsed = ParseDuration(*raw);
+    if (!parsed) {
       throw ConfigError(std::string(key), "expected a duration such as 500ms, 2s, 5m or 1h, got " + Quote(*raw));
     }
-    value = milliseconds{amount * scale};
+    value = *parsed;
   }
   if (value < min || value > max) {
     throw ConfigError(std::string(key), "must be between " + std::to_string(min.count()) + "ms and " +

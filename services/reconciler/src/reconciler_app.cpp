@@ -148,10 +148,13 @@ int ReconcilerApp::RunSweep(const app::ShutdownSignals& signals) {
   return p.Finish(*summary);
 }
 
-int ReconcilerApp::RunWindow(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to,
-                             const std::string& output, int report_fd) {
+int ReconcilerApp::RunWindow(const CommandLine& command, int report_fd) {
   auto& p = *parts_;
   const auto& sweep = p.config.sweep;
+  const auto [from, to] = command.last
+                              ? TrailingWindow(p.clock.WallNow(), *command.last, sweep.decision.visibility_window)
+                              : Window{command.from, command.to};
+  const auto& output = command.output;
   WindowReconciliation window({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock},
                               {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease,
                                sweep.decision.visibility_window});

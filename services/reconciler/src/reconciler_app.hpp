@@ -8,6 +8,7 @@
 #include <string>
 
 #include "charge_outbox/app/shutdown.hpp"
+#include "command_line.hpp"
 #include "reconciler_config.hpp"
 
 namespace charge_outbox::reconciler {
@@ -26,10 +27,10 @@ class ReconcilerApp {
   // see main.cpp) stops it early: work in progress finishes, the rest is given back.
   int RunSweep(const app::ShutdownSignals& signals);
 
-  // The window report for [from, to), written to `output` (a file, replaced atomically) or, when `output`
-  // is empty, to `report_fd` (the original stdout).
-  int RunWindow(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to,
-                const std::string& output, int report_fd);
+  // The window report for the command's window ([from, to), or TrailingWindow by the run's clock with the
+  // visibility window as the settle time), written to its `output` (a file, replaced atomically) or, when
+  // that is empty, to `report_fd` (the original stdout).
+  int RunWindow(const CommandLine& command, int report_fd);
 
  private:
   struct Parts;

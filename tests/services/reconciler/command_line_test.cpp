@@ -62,6 +62,47 @@ TEST(ReconcilerCommandLineTest, SweepIsTheDefaultAndWindowNeedsItsBounds) {
   EXPECT_THAT(problem({"--from", "2026-11-30T01:00:00Z"}), HasSubstr("belong to the window"));
   EXPECT_THAT(problem({"sweep", "window"}), HasSubstr("unexpected argument 'window'"));
   EXPECT_THAT(problem({"--config"}), HasSubstr("needs a value"));
+  EXPECT_THAT(problem({"window"}), HasSubstr("or --last"));
+}
+
+TEST(ReconcilerCommandLineTest, LastNamesATrailingWindowAndExcludesFixedBounds) {
+  const auto cl = ParseCommandLine({"window", "--last", "1h", "--output", "/tmp/r.json"});
+  EXPECT_EQ(cl.command, CommandLine::Command::kWindow);
+  ASSERT_TRUE(cl.last.has_value());
+  EXPECT_EQ(*cl.last, 1h);
+
+  auto problem = [](std::vector<std::string> args) {
+    try {
+      ParseCommandLine(args);
+    } catch (const config::ConfigError& e) {
+      return e.problem();
+    }
+    return std::string("accepted");
+  };
+  EXPECT_THAT(problem({"window", "--last", "1h", "--from", "2026-11-30T01:00:00Z"}), HasSubstr("not both"));
+  for (const auto* bad : {"60", "30s", "745h", "-1h", "1d", ""}) {
+    EXPECT_THAT(problem({"window", "--last", bad}), HasSubstr("is not a duration")) << bad;
+  }
+  EXPECT_THAT(problem({"sweep", "--last", "1h"}), HasSubstr("belong to the window"));
+}
+
+TEST(ReconcilerTrailingWindow, TheLatestWholePeriodThatHasSettled) {
+  const auto at = [](std::string_view t) { return *ParseRfc3339(t); };
+  // Hourly at :30 with a 5 minute settle: the hour that ended at 10:00.
+  auto w = TrailingWindow(at("2026-11-30T10:30:00Z"), 1h, 5min);
+  EXPECT_EQ(util::FormatRfc3339(w.from), "2026-11-30T09:00:00.000Z");
+  EXPECT_EQ(util::FormatRfc3339(w.to), "2026-11-30T10:00:00.000Z");
+  // At 10:04 the hour that ended at 10:00 has not settled yet: the one before it.
+  w = TrailingWindow(at("2026-11-30T10:04:59Z"), 1h, 5min);
+  EXPECT_EQ(util::FormatRfc3339(w.to), "2026-11-30T09:00:00.000Z");
+  w = TrailingWindow(at("2026-11-30T10:05:00Z"), 1h, 5min);
+  EXPECT_EQ(util::FormatRfc3339(w.to), "2026-11-30T10:00:00.000Z");
+  // A late or early firing lands on the same window: runs tile time, whatever minute they start.
+  EXPECT_EQ(TrailingWindow(at("2026-11-30T10:59:59Z"), 1h, 5min).from, TrailingWindow(at("2026-11-30T10:06:00Z"), 1h, 5min).from);
+  // Days are UTC days.
+  w = TrailingWindow(at("2026-12-01T00:10:00-03:00"), 24h, 5min);
+  EXPECT_EQ(util::FormatRfc3339(w.from), "2026-11-30T00:00:00.000Z");
+  EXPECT_EQ(util::FormatRfc3339(w.to), "2026-12-01T00:00:00.000Z");
 }
 
 config::ConfigReader Reader(std::map<std::string, std::string> env, std::string yaml = "") {

@@ -650,6 +650,27 @@ TEST_F(ReconcilerE2E, WindowReportWithAnUnreadableListingFlagsNothingAndFails) {
   EXPECT_EQ(Status("lw-1"), "captured");
 }
 
+TEST_F(ReconcilerE2E, WindowReportWithLastReportsTheLatestSettledWholePeriod) {
+  // The hour that ended at least the visibility window (1 s here) before the run: the hours start at the
+  // epoch, so the text is known from the clock alone. A run across an hour's end may name either one.
+  const auto hour_before = [](std::chrono::system_clock::time_point t) {
+    constexpr std::int64_t kHourMicros = 3'600'000'000;
+    const auto start = util::FromUnixMicros(util::ToUnixMicros(t - std::chrono::seconds{1}) / kHourMicros * kHourMicros);
+    return util::FormatRfc3339(start - std::chrono::hours{1}) + " " + util::FormatRfc3339(start);
+  };
+  const auto before = hour_before(std::chrono::system_clock::now());
+  const auto output = (dir_ / "last.json").string();
+  const auto run = RunReconciler({}, {"window", "--last", "1h", "--output", output});
+  const auto after = hour_before(std::chrono::system_clock::now());
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  std::ifstream file(output);
+  const auto report = json::parse(std::string((std::istreambuf_iterator<char>(file)), {})).as_object();
+  const auto window = std::string(report.at("window").at("from").as_string()) + " " +
+                      std::string(report.at("window").at("to").as_string());
+  EXPECT_THAT(window, ::testing::AnyOf(before, after));
+  EXPECT_TRUE(report.at("settled").as_bool());
+}
+
 // A Pushgateway stand-in: records each request.
 class FakePushgateway {
  public:

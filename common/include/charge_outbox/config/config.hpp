@@ -39,6 +39,9 @@ class ConfigError : public std::runtime_error {
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 EnvLookup ProcessEnvironment();
 
+// "250ms", "2s", "5m", "1h" (a non-negative integer and its unit); nullopt for anything else.
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text);
+
 // Not thread-safe; used once at start-up, then discarded.
 class ConfigReader {
  public:
