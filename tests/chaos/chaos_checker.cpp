@@ -40,7 +40,10 @@ std::string Str(const boost::json::object& o, std::string_view key) {
 std::vector<LedgerCapture> ReadLedger(std::uint16_t acquirer_port) {
   testing::HttpTestClient client(acquirer_port, "127.0.0.1", 60s);
   const auto r = client.Get("/admin/ledger");
-  if (!r.ok() || r.status() != 200u) throw std::runtime_error("the acquirer's ledger could not be read");
+  if (!r.ok() || r.status() != 200u) {
+    throw std::runtime_error("the acquirer's ledger could not be read: " +
+                             (r.ok() ? "status " + std::to_string(r.status()) : r.error.message()));
+  }
   std::vector<LedgerCapture> captures;
   std::map<std::string, std::size_t> by_id;
   const auto ledger = r.json();  // named: a range-for over a member of a temporary would dangle

@@ -12,6 +12,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -19,6 +20,7 @@
 #include <boost/json/value.hpp>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -87,8 +89,7 @@ class HttpTestClient {
         result.error = ec;
         return;
       }
-      boost::beast::http::async_read(stream_, buffer_, result.response,
-                                     [&](boost::system::error_code read_ec, std::size_t) { result.error = read_ec; });
+      ReadResponse(result);
     });
     Run();
     Finish(result);
@@ -115,8 +116,7 @@ class HttpTestClient {
         result.error = ec;
         return;
       }
-      boost::beast::http::async_read(stream_, buffer_, result.response,
-                                     [&](boost::system::error_code read_ec, std::size_t) { result.error = read_ec; });
+      ReadResponse(result);
     });
     Run();
     Finish(result);
@@ -139,6 +139,20 @@ class HttpTestClient {
   }
 
  private:
+  // Starts reading one response into `result`. Beast's default limit (8 MB) is for untrusted peers; a test
+  // reads its own servers, and the acquirer's ledger after a long chaos run is tens of megabytes.
+  void ReadResponse(HttpResult& result) {
+    constexpr std::uint64_t kMaxResponseBody = 1ull << 30;
+    auto parser =
+        std::make_shared<boost::beast::http::response_parser<boost::beast::http::string_body>>();
+    parser->body_limit(kMaxResponseBody);
+    boost::beast::http::async_read(stream_, buffer_, *parser,
+                                   [&result, parser](boost::system::error_code read_ec, std::size_t) {
+                                     result.error = read_ec;
+                                     if (!read_ec) result.response = parser->release();
+                                   });
+  }
+
   bool EnsureConnected(boost::system::error_code& error) {
     if (connected()) return true;
     buffer_.clear();
