@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# The chart installed into a real Kubernetes control plane (tests/run builds it: KUBE_BIN_DIR; and helm:
+# HELM_BIN), started here on loopback with a kwok fake node: no container runs, so this proves what the
+# API server and the controllers do with the chart's objects, not what the image does.
+#   - install with the defaults and with every optional object on: every object validated by the server,
+#     the migration hook Job completes, the Deployments reach their replicas;
+#   - the reconciler CronJob: a Job on schedule, and no second one while it runs (Forbid);
+#   - an upgrade with a changed config rolls the Deployments;
+#   - a knob rendered under the wrong key fails the install;
+#   - uninstall leaves nothing behind.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$root/deploy/local/lib/common.sh"
+source "$root/deploy/local/lib/kube.sh"
+helm=${HELM_BIN:?HELM_BIN is not set: tests/run builds helm and exports it}
+: "${KUBE_BIN_DIR:?KUBE_BIN_DIR is not set: tests/run builds the control plane (kube_fetch) and exports it}"
+[[ -x $KUBE_BIN_DIR/kube-apiserver ]] || die "no kube-apiserver in KUBE_BIN_DIR=$KUBE_BIN_DIR: run kube_fetch"
+chart=$root/helm/charge-outbox
+everything_values=$root/tests/helm/values-everything.yaml
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+started=$SECONDS
+
+fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+step() { printf '== %s (%ss)\n' "$*" "$((SECONDS - started))" >&2; }
+
+state=$(mktemp -d /tmp/charge-outbox-kube.XXXXXX)
+on_exit() {
+  local status=$?
+  if ((status != 0)) && [[ -d $state/logs ]]; then
+    for log in "$state"/logs/*.log; do
+      printf -- '--- last lines of %s\n' "$(basename "$log")" >&2
+      tail -n 8 "$log" >&2
+    done
+  fi
+  kube_stop "$state" || true
+  rm -rf "$state"
+}
+trap on_exit EXIT
+export KUBECONFIG=$state/admin.kubeconfig HELM_CACHE_HOME=$state/helm/cache HELM_CONFIG_HOME=$state/helm/config \
+  HELM_DATA_HOME=$state/helm/data
+kubectl() { "$KUBE_BIN_DIR/kubectl" "$@"; }
+
+# Job pods complete at once, except the reconciler's: its Job stays active, as a slow run would, so that
+# the CronJob's next schedule meets a running Job.
+pod_complete_stage=$KUBE_BIN_DIR/../kwok-stages/pod/fast/pod-complete.yaml
+cat >"$state/reconciler-never-completes.yaml" <<'EXPRESSION'
+    - key: '.metadata.labels["app.kubernetes.io/component"]'
+      operator: 'NotIn'
+      values:
+      - 'reconciler'
+EXPRESSION
+sed "/^    matchExpressions:\$/r $state/reconciler-never-completes.yaml" "$pod_complete_stage" \
+  >"$state/pod-complete-except-reconciler.yaml"
+grep -qF "'reconciler'" "$state/pod-complete-except-reconciler.yaml" ||
+  fail "the kwok pod-complete stage changed shape: no matchExpressions to extend in $pod_complete_stage"
+mapfile -t stages < <(kube_default_stages | grep -v '/pod-complete.yaml$')
+step "starting the control plane"
+kube_start "$state" "${stages[@]}" "$state/pod-complete-except-reconciler.yaml"
+step "control plane ready"
+
+step "the prometheus-operator CRDs"
+# Server-side apply: the Prometheus CRD is larger than the last-applied annotation may be.
+kubectl apply --server-side -f "$KUBE_BIN_DIR/../prometheus-operator-crds/" >/dev/null
+kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+
+# Every object an API server lists, as kind/name, for the before/after comparison. Events come and go on
+# their own and are left out; so are v1 Endpoints (deprecated, a warning at each listing), whose
+# EndpointSlices are listed.
+list_objects() {
+  local scope=$1 resources
+  resources=$(kubectl api-resources --verbs=list --namespaced="$([[ $scope == cluster ]] && echo false || echo true)" \
+    -o name | grep -vx 'events\|events.events.k8s.io\|componentstatuses\|endpoints' | paste -sd, -)
+  if [[ $scope == cluster ]]; then
+    kubectl get "$resources" -o name | sort
+  else
+    kubectl get "$resources" -n "$scope" -o name | sort
+  fi
+}
+# kind/name of each object in a manifest stream (helm get manifest / hooks).
+manifest_objects() {
+  awk '/^---/ {kind = ""; in_metadata = 0}
+       /^kind:/ {kind = $2}
+       /^[^ -]/ && !/^metadata:/ {in_metadata = 0}
+       /^metadata:/ {in_metadata = 1; next}
+       in_metadata && /^  name:/ {print kind "/" $2; in_metadata = 0}'
+}
+
+# The Secrets the chart reads and never creates, made beforehand as an operator would.
+create_secrets() {
+  local namespace=$1
+  kubectl create namespace "$namespace" >/dev/null
+  kubectl -n "$namespace" create secret generic charge-outbox-database \
+    --from-literal=database-url=postgresql://charge:secret@postgres.example:5432/charge >/dev/null
+  kubectl -n "$namespace" create secret generic charge-outbox-acquirer --from-literal=api-key=test-key >/dev/null
+}
+required_values=(--set global.acquirer.url=https://acquirer.example
+  --set 'outboxRelay.kafka.bootstrapServers=kafka-0:9092\,kafka-1:9092')
+
+# expect_installed NAMESPACE RELEASE: the hook Job completed and every Deployment has its replicas ready.
+expect_installed() {
+  local namespace=$1 release=$2
+  # The hook Job is deleted once it succeeded; the Job controller's event stays.
+  kubectl -n "$namespace" get events --field-selector reason=Completed,involvedObject.kind=Job \
+    -o jsonpath='{range .items[*]}{.involvedObject.name}{"\n"}{end}' | grep -qx "$release-charge-outbox-migrate" ||
+    fail "$release: no Completed event for the migration Job $release-charge-outbox-migrate"
+  # Polled: an autoscaler raises replicas to its minimum after helm's wait has returned.
+  local deployments not_ready deadline=$((SECONDS + 60))
+  while :; do
+    deployments=$(kubectl -n "$namespace" get deployments \
+      -o jsonpath='{range .items[*]}{.metadata.name} {.spec.replicas} {.status.readyReplicas}{"\n"}{end}')
+    [[ -n $deployments ]] || fail "$release: no Deployment in namespace $namespace"
+    not_ready=$(awk '$2 != $3 {printf "%s has %d ready of %d replicas; ", $1, $3, $2}' <<<"$deployments")
+    [[ -z $not_ready ]] && break
+    ((SECONDS < deadline)) || fail "$release: Deployments not ready within 60 s: $not_ready"
+    sleep 0.5
+  done
+  say "$release: migration Job completed; Deployments ready: $(awk '{printf "%s %s/%s  ", $1, $3, $2}' <<<"$deployments")"
+}
+
+# print_created NAMESPACE RELEASE BASELINE: what helm created, and everything the namespace gained
+# (helm's objects and what the controllers made from them).
+print_created() {
+  local namespace=$1 release=$2 baseline=$3
+  say "$release: objects of the release (helm get manifest, then hooks):"
+  "$helm" get manifest "$release" -n "$namespace" | manifest_objects | sed 's/^/    /' >&2
+  "$helm" get hooks "$release" -n "$namespace" | manifest_objects | sed 's/^/    hook /' >&2
+  say "$release: objects the namespace gained:"
+  comm -13 "$baseline" <(list_objects "$namespace") | sed 's/^/    /' >&2
+}
+
+# expect_uninstalled NAMESPACE RELEASE BASELINE: after uninstall the namespace holds what it held before
+# (garbage collection of pods and Jobs takes a moment: polled).
+expect_uninstalled() {
+  local namespace=$1 release=$2 baseline=$3 deadline=$((SECONDS + 60)) remaining
+  "$helm" uninstall "$release" -n "$namespace" --wait --timeout 60s >/dev/null ||
+    fail "$release: helm uninstall failed"
+  while :; do
+    remaining=$(comm -13 "$baseline" <(list_objects "$namespace"))
+    [[ -z $remaining ]] && break
+    ((SECONDS < deadline)) || fail "$release: left behind after uninstall: $(paste -sd' ' <<<"$remaining")"
+    sleep 0.5
+  done
+  say "$release: uninstall left nothing behind"
+}
+
+# install_release NAMESPACE RELEASE HELM_ARGS...: what an operator should run. First every rendered object,
+# hooks included, through the API server's strict decoding (a dry run); then helm install. helm alone
+# leaves field validation to the server's default, which drops an unknown field with a warning: a knob
+# rendered under the wrong key would install and silently do nothing (shown below).
+install_release() {
+  local namespace=$1 release=$2; shift 2
+  "$helm" template "$release" "$chart" -n "$namespace" --validate "$@" >"$state/$release.yaml" &&
+    kubectl apply -n "$namespace" --dry-run=server --validate=strict -f "$state/$release.yaml" >/dev/null &&
+    "$helm" install "$release" "$chart" -n "$namespace" "$@" --wait --timeout 120s
+}
+
+create_secrets defaults
+create_secrets everything
+kubectl -n everything create secret generic charge-outbox-kafka --from-literal=sasl-password=test-password >/dev/null
+create_secrets misplaced
+list_objects cluster >"$state/cluster-before"
+list_objects defaults >"$state/defaults-before"
+list_objects everything >"$state/everything-before"
+list_objects misplaced >"$state/misplaced-before"
+
+step "install with the defaults"
+# Every minute, so that the CronJob test below waits at most two minute boundaries.
+install_release defaults defaults "${required_values[@]}" --set 'reconciler.cronjob.schedule=* * * * *' \
+  >"$state/install-defaults.out" 2>&1 ||
+  fail "helm install with the defaults: $(cat "$state/install-defaults.out")"
+expect_installed defaults defaults
+print_created defaults defaults "$state/defaults-before"
+
+step "install with every optional object"
+if [[ -f $everything_values ]]; then
+  install_release everything everything "${required_values[@]}" -f "$everything_values" \
+    >"$state/install-everything.out" 2>&1 ||
+    fail "helm install with $everything_values: $(cat "$state/install-everything.out")"
+  expect_installed everything everything
+  print_created everything everything "$state/everything-before"
+else
+  fail "no $everything_values: the install with every optional object on cannot run"
+fi
+
+step "a knob under the wrong key fails the install"
+# The post-renderer moves the CronJob's concurrencyPolicy into its jobTemplate's spec, where a Job has
+# no such field.
+misplace=(--post-renderer "$here/move-concurrency-policy.sh")
+if install_release misplaced misplaced "${required_values[@]}" "${misplace[@]}" >"$state/install-misplaced.out" 2>&1; then
+  fail "the install with concurrencyPolicy under the jobTemplate's spec succeeded"
+fi
+grep -qF 'unknown field "spec.jobTemplate.spec.concurrencyPolicy"' "$state/install-misplaced.out" ||
+  fail "the install with a misplaced concurrencyPolicy failed for another reason: $(cat "$state/install-misplaced.out")"
+say "misplaced: refused: $(grep -o 'strict decoding error: .*' "$state/install-misplaced.out" | head -n 1)"
+[[ -z $("$helm" list -n misplaced -a -q) ]] || fail "the refused install left a release behind"
+# Why the strict check is part of the install: helm alone accepts the same manifests, and the CronJob
+# silently runs with the API's default policy, Allow.
+"$helm" install misplaced "$chart" -n misplaced "${required_values[@]}" "${misplace[@]}" --wait --timeout 120s \
+  >"$state/install-misplaced-helm-only.out" 2>&1 ||
+  fail "helm install alone refused the misplaced field (then the strict check may go): $(cat "$state/install-misplaced-helm-only.out")"
+policy=$(kubectl -n misplaced get cronjob misplaced-charge-outbox-reconciler -o jsonpath='{.spec.concurrencyPolicy}')
+[[ $policy == Allow ]] || fail "helm install alone with a misplaced concurrencyPolicy: expected the default Allow, got '$policy'"
+say "misplaced: helm install alone accepted it; the CronJob runs with concurrencyPolicy $policy"
+expect_uninstalled misplaced misplaced "$state/misplaced-before"
+
+step "upgrade with a changed config"
+# revision of each Deployment's ReplicaSets, to see a new one appear
+replica_sets() {
+  kubectl -n defaults get replicasets -o jsonpath='{range .items[*]}{.metadata.ownerReferences[0].name} {.metadata.name}{"\n"}{end}' | sort
+}
+replica_sets >"$state/replica-sets-before"
+"$helm" upgrade defaults "$chart" -n defaults --reuse-values --set chargeApi.httpThreads=3 \
+  --set outboxRelay.batchSize=500 --wait --timeout 120s >"$state/upgrade.out" 2>&1 ||
+  fail "helm upgrade with a changed config: $(cat "$state/upgrade.out")"
+replica_sets >"$state/replica-sets-after"
+for deployment in $(kubectl -n defaults get deployments -o jsonpath='{.items[*].metadata.name}'); do
+  new=$(comm -13 "$state/replica-sets-before" "$state/replica-sets-after" | awk -v d="$deployment" '$1 == d {print $2}')
+  [[ -n $new ]] || fail "upgrade: Deployment $deployment has no new ReplicaSet (its pods did not roll)"
+  say "upgrade: $deployment rolled to ReplicaSet $new"
+done
+expect_installed defaults defaults
+
+step "the reconciler CronJob: one Job on schedule, none beside it while it runs"
+cronjob=defaults-charge-outbox-reconciler
+reconciler_jobs() {
+  kubectl -n defaults get jobs -o jsonpath='{range .items[?(@.metadata.ownerReferences[0].name=="'"$cronjob"'")]}{.metadata.name} {.status.active}{"\n"}{end}'
+}
+# The controller says "Not starting job because prior execution is running and concurrency policy is
+# Forbid" with this reason, at the first schedule that meets the running Job.
+deadline=$((SECONDS + 150))
+until kubectl -n defaults get events --field-selector "reason=JobAlreadyActive,involvedObject.name=$cronjob" \
+  -o name | grep -q .; do
+  ((SECONDS < deadline)) || fail "CronJob $cronjob: no JobAlreadyActive event within 150 s; its Jobs: $(reconciler_jobs | paste -sd' ' -)"
+  sleep 1
+done
+jobs=$(reconciler_jobs)
+[[ $(wc -l <<<"$jobs") == 1 ]] || fail "CronJob $cronjob: more than one Job while one runs (Forbid): $jobs"
+read -r job active <<<"$jobs"
+[[ $active == 1 ]] || fail "CronJob $cronjob: its Job $job is not the running one (active: ${active:-0})"
+kubectl -n defaults get events --field-selector "reason=SuccessfulCreate,involvedObject.name=$cronjob" -o name | grep -q . ||
+  fail "CronJob $cronjob: no SuccessfulCreate event for its Job"
+say "CronJob $cronjob: created $job on schedule; at the next schedule, with $job running, started none (JobAlreadyActive)"
+
+step "uninstall"
+expect_uninstalled defaults defaults "$state/defaults-before"
+expect_uninstalled everything everything "$state/everything-before"
+[[ -z $("$helm" list -A -a -q) ]] || fail "helm still lists releases: $("$helm" list -A -a -q | paste -sd' ' -)"
+cluster_left=$(comm -13 "$state/cluster-before" <(list_objects cluster))
+[[ -z $cluster_left ]] || fail "cluster-scoped objects left behind: $(paste -sd' ' <<<"$cluster_left")"
+step "passed"
