@@ -3,12 +3,13 @@
 # filesystem, checked (no shell, no compiler, a non-root user, PATH finding every daemon), then every
 # daemon run from that root filesystem with chroot as user 65532 against the test's PostgreSQL and Kafka:
 # charge-migrate migrates a fresh database, acquirer-sim and charge-api answer a charge, outbox-relay
-# publishes its events (read back from Kafka), and a reconciler sweep exits 0.
+# publishes its events (read back from Kafka), and a reconciler sweep exits 0. The image holds a release
+# build: FAILPOINTS makes a daemon refuse to start.
 #
-#   image_test.sh ARCHIVE      (deploy/image/build writes BUILD_DIR/image/charge-outbox.oci.tar)
+#   CHARGE_OUTBOX_IMAGE=ARCHIVE image_test.sh   (deploy/image/build writes BUILD_DIR/image/charge-outbox.oci.tar)
 #
-# Needs root (chroot), TEST_DATABASE_URL and KAFKA_BOOTSTRAP_SERVERS (tests/run exports both), and
-# Kafka's jars (tests/run fetches them) for the console consumer.
+# Needs root (chroot), CHARGE_OUTBOX_IMAGE, TEST_DATABASE_URL and KAFKA_BOOTSTRAP_SERVERS (tests/run
+# exports all three), and Kafka's jars (tests/run fetches them) for the console consumer.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$root/deploy/local/lib/common.sh"
@@ -17,7 +18,8 @@ source "$root/deploy/local/lib/kafka.sh"
 fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
 step() { printf '== %s (%ss)\n' "$*" "$SECONDS" >&2; }
 
-archive=${1:?usage: image_test.sh ARCHIVE}
+[[ -n ${CHARGE_OUTBOX_IMAGE:-} ]] || fail "CHARGE_OUTBOX_IMAGE is not set: run through tests/run, which builds the image"
+archive=$CHARGE_OUTBOX_IMAGE
 [[ -f $archive ]] || fail "no image archive at $archive: build it with deploy/image/build (tests/run does)"
 [[ -n ${TEST_DATABASE_URL:-} ]] || fail "TEST_DATABASE_URL is not set: run through tests/run, which starts PostgreSQL"
 [[ -n ${KAFKA_BOOTSTRAP_SERVERS:-} ]] || fail "KAFKA_BOOTSTRAP_SERVERS is not set: run through tests/run, which starts Kafka"
@@ -185,6 +187,16 @@ sql "INSERT INTO merchants (id, name) VALUES ('$merchant_id', 'image test')" >/d
 psql -X -q -v ON_ERROR_STOP=1 "$database_url" -v m="$merchant_id" -v k="$charge_api_key" <<'SQL'
 INSERT INTO api_keys (key_hash, merchant_id, key_prefix) VALUES (sha256(convert_to(:'k', 'UTF8')), :'m', left(:'k', 8));
 SQL
+
+# --- a release build: no failpoints, and a FAILPOINTS that would be ignored is refused instead
+step "FAILPOINTS refused by the image's charge-api"
+(umask 077 && { cat "$work/acquirer-client.env"; echo "FAILPOINTS=charge.after_acquirer_response=crash"; } >"$work/failpoints.env")
+set +e
+in_image "$work/failpoints.env" charge-api --config "$config_dir/charge-api.yaml" >"$logs/failpoints.log" 2>&1
+failpoints_status=$?
+set -e
+[[ $failpoints_status == 2 ]] && grep -q 'FAILPOINTS.*release build without failpoints' "$logs/failpoints.log" ||
+  fail "charge-api from the image with FAILPOINTS set exited $failpoints_status, expected 2 naming FAILPOINTS: $(cat "$logs/failpoints.log")"
 
 # --- acquirer-sim and charge-api: one charge, captured
 step "acquirer-sim and charge-api from the image"

@@ -79,6 +79,13 @@ void Configure(std::string_view text) {
 
 void ConfigureFromEnvironment() {
   const char* text = std::getenv("FAILPOINTS");
+#if !(defined(CHARGE_OUTBOX_FAILPOINTS) && CHARGE_OUTBOX_FAILPOINTS)
+  // Ignoring it would let a crash test pass against a release build by never crashing.
+  if (text != nullptr && *text != '\0') {
+    throw config::ConfigError("FAILPOINTS", "is set, but this is a release build without failpoints "
+                                            "(CHARGE_OUTBOX_FAILPOINTS=OFF, as in the container image)");
+  }
+#endif
   Configure(text == nullptr ? "" : text);
 }
 

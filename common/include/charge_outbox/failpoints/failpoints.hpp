@@ -5,7 +5,8 @@
 //   FAILPOINTS="charge.after_acquirer_response=crash;relay.after_publish_before_mark=sleep(200)"
 // Actions: `crash` (SIGKILL itself: no destructors, no flush, exactly like the OOM killer),
 // `error` (the code at the point takes its failure path), `sleep(ms)` (stall).
-// A build with CHARGE_OUTBOX_FAILPOINTS=OFF compiles every point to nothing.
+// A build with CHARGE_OUTBOX_FAILPOINTS=OFF (a release build, the container image) compiles every point to
+// nothing and refuses a non-empty FAILPOINTS at start-up (a config error, exit 2).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
