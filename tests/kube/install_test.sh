@@ -94,6 +94,13 @@ manifest_objects() {
 create_secrets() {
   local namespace=$1
   kubectl create namespace "$namespace" >/dev/null
+  # The controllers add a namespace's default ServiceAccount and kube-root-ca.crt a moment later; the
+  # snapshot taken before the install must hold them, or the uninstall check would count them as left over.
+  local deadline=$((SECONDS + 30))
+  until kubectl -n "$namespace" get serviceaccount/default configmap/kube-root-ca.crt >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "namespace $namespace: no default ServiceAccount or kube-root-ca.crt within 30 s"
+    sleep 0.2
+  done
   kubectl -n "$namespace" create secret generic charge-outbox-database \
     --from-literal=database-url=postgresql://charge:secret@postgres.example:5432/charge >/dev/null
   kubectl -n "$namespace" create secret generic charge-outbox-acquirer --from-literal=api-key=test-key >/dev/null
