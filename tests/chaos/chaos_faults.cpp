@@ -170,9 +170,17 @@ void FaultSchedule::InjectOne() {
       postgres_restarting_ = false;
     });
   } else {
-    if (!options_.restart_kafka || kafka_restarted_.exchange(true)) return;
+    // A broker restart takes the JVM seconds to come back and the relays longer to catch up: one at a
+    // time, and at most one per kKafkaRestartSpacing, so a short run sees one and a long run several.
+    if (!options_.restart_kafka) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_kafka_restart_ < kKafkaRestartSpacing || kafka_restarting_.exchange(true)) return;
+    last_kafka_restart_ = now;
     Note("restart Kafka", "");
-    slow_.emplace_back([this] { stack_.RestartKafka(); });
+    slow_.emplace_back([this] {
+      stack_.RestartKafka();
+      kafka_restarting_ = false;
+    });
   }
 }
 

@@ -67,7 +67,9 @@ class FaultSchedule {
   std::vector<std::thread> slow_;  // restarts of PostgreSQL or Kafka, which take seconds
   std::atomic<bool> stop_{false};
   std::atomic<int> profile_generation_{0};
-  std::atomic<bool> kafka_restarted_{false};
+  static constexpr std::chrono::minutes kKafkaRestartSpacing{2};
+  std::atomic<bool> kafka_restarting_{false};
+  std::chrono::steady_clock::time_point last_kafka_restart_{};  // touched by the injecting thread only
   std::atomic<bool> postgres_restarting_{false};
   std::thread thread_;
   std::chrono::steady_clock::time_point started_{};
