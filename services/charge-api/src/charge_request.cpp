@@ -14,20 +14,22 @@ namespace {
 
 namespace json = boost::json;
 
-// Active codes of ISO 4217 (list one), sorted.
-constexpr std::array<std::string_view, 180> kCurrencies = {
+// The currencies a card can be charged in: the active codes of ISO 4217 (list one), sorted, less those
+// no money moves in: precious metals (XAU, XAG, XPD, XPT), bond-market units (XBA-XBD), SDRs and other
+// units of account (XDR, XSU, XUA), the testing and "no currency" codes (XTS, XXX), and the fund codes
+// (BOV, CHE, CHW, CLF, COU, MXV, USN, UYI, UYW).
+constexpr std::array<std::string_view, 158> kCurrencies = {
     "AED", "AFN", "ALL", "AMD", "ANG", "AOA", "ARS", "AUD", "AWG", "AZN", "BAM", "BBD", "BDT", "BGN", "BHD",
-    "BIF", "BMD", "BND", "BOB", "BOV", "BRL", "BSD", "BTN", "BWP", "BYN", "BZD", "CAD", "CDF", "CHE", "CHF",
-    "CHW", "CLF", "CLP", "CNY", "COP", "COU", "CRC", "CUC", "CUP", "CVE", "CZK", "DJF", "DKK", "DOP", "DZD",
-    "EGP", "ERN", "ETB", "EUR", "FJD", "FKP", "GBP", "GEL", "GHS", "GIP", "GMD", "GNF", "GTQ", "GYD", "HKD",
-    "HNL", "HTG", "HUF", "IDR", "ILS", "INR", "IQD", "IRR", "ISK", "JMD", "JOD", "JPY", "KES", "KGS", "KHR",
-    "KMF", "KPW", "KRW", "KWD", "KYD", "KZT", "LAK", "LBP", "LKR", "LRD", "LSL", "LYD", "MAD", "MDL", "MGA",
-    "MKD", "MMK", "MNT", "MOP", "MRU", "MUR", "MVR", "MWK", "MXN", "MXV", "MYR", "MZN", "NAD", "NGN", "NIO",
-    "NOK", "NPR", "NZD", "OMR", "PAB", "PEN", "PGK", "PHP", "PKR", "PLN", "PYG", "QAR", "RON", "RSD", "RUB",
-    "RWF", "SAR", "SBD", "SCR", "SDG", "SEK", "SGD", "SHP", "SLE", "SOS", "SRD", "SSP", "STN", "SVC", "SYP",
-    "SZL", "THB", "TJS", "TMT", "TND", "TOP", "TRY", "TTD", "TWD", "TZS", "UAH", "UGX", "USD", "USN", "UYI",
-    "UYU", "UYW", "UZS", "VED", "VES", "VND", "VUV", "WST", "XAF", "XAG", "XAU", "XBA", "XBB", "XBC", "XBD",
-    "XCD", "XDR", "XOF", "XPD", "XPF", "XPT", "XSU", "XTS", "XUA", "XXX", "YER", "ZAR", "ZMW", "ZWG", "ZWL"};
+    "BIF", "BMD", "BND", "BOB", "BRL", "BSD", "BTN", "BWP", "BYN", "BZD", "CAD", "CDF", "CHF", "CLP", "CNY",
+    "COP", "CRC", "CUC", "CUP", "CVE", "CZK", "DJF", "DKK", "DOP", "DZD", "EGP", "ERN", "ETB", "EUR", "FJD",
+    "FKP", "GBP", "GEL", "GHS", "GIP", "GMD", "GNF", "GTQ", "GYD", "HKD", "HNL", "HTG", "HUF", "IDR", "ILS",
+    "INR", "IQD", "IRR", "ISK", "JMD", "JOD", "JPY", "KES", "KGS", "KHR", "KMF", "KPW", "KRW", "KWD", "KYD",
+    "KZT", "LAK", "LBP", "LKR", "LRD", "LSL", "LYD", "MAD", "MDL", "MGA", "MKD", "MMK", "MNT", "MOP", "MRU",
+    "MUR", "MVR", "MWK", "MXN", "MYR", "MZN", "NAD", "NGN", "NIO", "NOK", "NPR", "NZD", "OMR", "PAB", "PEN",
+    "PGK", "PHP", "PKR", "PLN", "PYG", "QAR", "RON", "RSD", "RUB", "RWF", "SAR", "SBD", "SCR", "SDG", "SEK",
+    "SGD", "SHP", "SLE", "SOS", "SRD", "SSP", "STN", "SVC", "SYP", "SZL", "THB", "TJS", "TMT", "TND", "TOP",
+    "TRY", "TTD", "TWD", "TZS", "UAH", "UGX", "USD", "UYU", "UZS", "VED", "VES", "VND", "VUV", "WST", "XAF",
+    "XCD", "XOF", "XPF", "YER", "ZAR", "ZMW", "ZWG", "ZWL"};
 
 // Printable: no control characters (a token or an order id has no business carrying them).
 bool HasControlCharacters(std::string_view s) {
@@ -100,6 +102,13 @@ std::variant<ChargeRequest, FieldError> ParseChargeRequest(std::string_view body
     if (s.size() > kMaxDescriptionLength) {
       return FieldError{"description", "must be at most " + std::to_string(kMaxDescriptionLength) + " bytes"};
     }
+    // Free text may span lines; other control characters, NUL above all (PostgreSQL text cannot hold it,
+    // so the stored description would differ from the one fingerprinted), are refused.
+    if (std::any_of(s.begin(), s.end(), [](char c) {
+          return (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
+        })) {
+      return FieldError{"description", "must not contain control characters other than tab and line breaks"};
+    }
     r.description = std::string(s.data(), s.size());
   }
   return r;
@@ -113,6 +122,8 @@ bool IsValidIdempotencyKey(std::string_view key) {
 bool IsIso4217Currency(std::string_view code) {
   return std::binary_search(kCurrencies.begin(), kCurrencies.end(), code);
 }
+
+std::span<const std::string_view> AcceptedCurrencies() { return kCurrencies; }
 
 charges::Fingerprint RequestFingerprint(const ChargeRequest& r) {
   // Length-prefixed fields: "a|bc" and "ab|c" can never encode alike.

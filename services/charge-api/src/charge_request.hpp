@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -37,8 +38,11 @@ std::variant<ChargeRequest, FieldError> ParseChargeRequest(std::string_view body
 // 1 to 255 visible ASCII characters (0x21-0x7E).
 bool IsValidIdempotencyKey(std::string_view key);
 
-// An active ISO 4217 code (not just three capital letters).
+// An active ISO 4217 code a card can be charged in (not just three capital letters; not a metal, a
+// fund code or XXX).
 bool IsIso4217Currency(std::string_view code);
+// Every code IsIso4217Currency accepts, sorted: docs/openapi.yaml's enum is checked against it.
+std::span<const std::string_view> AcceptedCurrencies();
 
 // SHA-256 of an unambiguous encoding of every parameter that defines the charge: the same key with a
 // different fingerprint is a different request (422), never a replay.

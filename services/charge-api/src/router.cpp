@@ -20,6 +20,19 @@ http::Response MethodNotAllowed(const char* allow) {
   return r;
 }
 
+// The request counter's method label. A label value taken from the request must come from a closed set:
+// any other method would create a series that lives as long as the process.
+std::string_view MethodLabel(bhttp::verb method) {
+  for (const auto known : {bhttp::verb::get, bhttp::verb::head, bhttp::verb::post, bhttp::verb::put,
+                           bhttp::verb::delete_, bhttp::verb::patch, bhttp::verb::options}) {
+    if (method == known) {
+      const auto name = bhttp::to_string(method);
+      return {name.data(), name.size()};
+    }
+  }
+  return "other";
+}
+
 }  // namespace
 
 struct Router::Routed {
@@ -49,8 +62,8 @@ Router::Router(ChargeService& service, ApiKeyCache& keys, db::Database& database
 asio::awaitable<http::Reply> Router::Handle(http::Request request) {
   const auto started = std::chrono::steady_clock::now();
   auto routed = co_await Route(request);
-  probe_.OnRequest(routed.route, std::string_view(request.method_string().data(), request.method_string().size()),
-                   static_cast<int>(routed.response.result_int()), std::chrono::steady_clock::now() - started);
+  probe_.OnRequest(routed.route, MethodLabel(request.method()), static_cast<int>(routed.response.result_int()),
+                   std::chrono::steady_clock::now() - started);
   co_return http::Reply{std::move(routed.response)};
 }
 
@@ -76,6 +89,10 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
   const auto path = target->path();
   const auto method = request.method();
 
+  // Probes and scrapes are GET, like every route: any other method is a 405 naming what is allowed.
+  for (const char* operational : {"/healthz", "/readyz", "/metrics"}) {
+    if (path == operational && method != bhttp::verb::get) co_return Routed{operational, MethodNotAllowed("GET")};
+  }
   if (path == "/healthz") {
     co_return Routed{"/healthz", http::JsonResponse(Status::ok, std::string(R"({"status":"ok"})"))};
   }
@@ -127,6 +144,12 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
                        ToResponse(ApiError{ApiErrc::kInvalidField, "is required", "idempotency_key"})};
     }
     const std::string idempotency_key = (*key).value;
+    // Checked as the header is: an invalid byte must be a 400 here, not a database error (503).
+    if (!IsValidIdempotencyKey(idempotency_key)) {
+      co_return Routed{"/v1/charges?idempotency_key",
+                       ToResponse(ApiError{ApiErrc::kInvalidField, "must be 1 to 255 visible ASCII characters",
+                                           "idempotency_key"})};
+    }
     auto found = co_await service_.GetByKey(merchant_id, idempotency_key);
     co_return Routed{"/v1/charges?idempotency_key", std::move(found)};
   }

@@ -4,11 +4,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <filesystem>
 #include <functional>
 #include <latch>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "charge_stack.hpp"
@@ -268,6 +274,76 @@ TEST_F(ChargeApiE2E, BadRequestsAreRefusedWithProblemJsonAndChangeNothing) {
 
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "0");
   EXPECT_TRUE(Ledger().empty());
+}
+
+// Corners a review found (issue 14, defect 7): each is a 400 naming its field, and nothing is written.
+TEST_F(ChargeApiE2E, OddBytesAndNonMoneyCurrenciesAre400NotA503OrATruncatedRow) {
+  const std::pair<std::string, std::string> bad_bodies[] = {
+      // NUL cannot be stored in a text column: the row would differ from the request fingerprinted.
+      {R"({"amount": 10, "currency": "BRL", "order_id": "o", "payment_method": "p", "description": "a\u0000b"})",
+       "description"},
+      {R"({"amount": 10, "currency": "BRL", "order_id": "o", "payment_method": "p", "description": "bell\u0007"})",
+       "description"},
+      // Three capital letters, but no money moves in them.
+      {R"({"amount": 10, "currency": "XXX", "order_id": "o", "payment_method": "p"})", "currency"},
+      {R"({"amount": 10, "currency": "XTS", "order_id": "o", "payment_method": "p"})", "currency"},
+      {R"({"amount": 10, "currency": "XAU", "order_id": "o", "payment_method": "p"})", "currency"},
+      {R"({"amount": 10, "currency": "CLF", "order_id": "o", "payment_method": "p"})", "currency"},
+  };
+  for (const auto& [body, field] : bad_bodies) {
+    const auto r = Post("odd-body", body);
+    EXPECT_EQ(r.status(), 400u) << body;
+    EXPECT_EQ(r.json().at("field").as_string(), field) << body;
+  }
+  const auto lines = Post("multi-line", R"({"amount": 10, "currency": "BRL", "order_id": "o", "payment_method": "p", "description": "line 1\nline 2\ttab"})");
+  EXPECT_EQ(lines.status(), 201u) << lines.response.body();
+  EXPECT_EQ(db_->Scalar("SELECT description FROM charges WHERE idempotency_key = 'multi-line'"), "line 1\nline 2\ttab");
+
+  // Not valid UTF-8, so the database would refuse it: checked first, as the header is.
+  for (const char* key : {"%FF", "%00", "a%20b", ""}) {
+    const auto r = client_->Get(std::string("/v1/charges?idempotency_key=") + key,
+                                {{"Authorization", std::string("Bearer ") + kApiKey1}});
+    EXPECT_EQ(r.status(), 400u) << key;
+    EXPECT_EQ(r.header("Content-Type"), "application/problem+json") << key;
+  }
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "1");
+}
+
+// Every method a path does not declare in docs/openapi.yaml is a 405 naming the declared ones.
+TEST_F(ChargeApiE2E, UndeclaredMethodsAre405WithAllowAsTheOpenApiDocumentDeclares) {
+  const auto doc = YAML::LoadFile(std::string(PROJECT_ROOT) + "/docs/openapi.yaml");
+  for (const auto& path : doc["paths"]) {
+    std::set<std::string> declared;
+    for (const auto& operation : path.second) {
+      auto method = operation.first.as<std::string>();
+      std::transform(method.begin(), method.end(), method.begin(), [](unsigned char c) { return std::toupper(c); });
+      declared.insert(method);
+    }
+    auto target = path.first.as<std::string>();
+    if (const auto at = target.find("{id}"); at != std::string::npos) target.replace(at, 4, "ch_" + std::string(32, 'a'));
+    for (const auto method : {bhttp::verb::trace, bhttp::verb::put, bhttp::verb::delete_, bhttp::verb::patch,
+                              bhttp::verb::options, bhttp::verb::post, bhttp::verb::get}) {
+      const std::string name(bhttp::to_string(method));
+      if (declared.contains(name)) continue;
+      const auto r = client_->Send(method, target, {}, {{"Authorization", std::string("Bearer ") + kApiKey1}});
+      EXPECT_EQ(r.status(), 405u) << name << " " << target;
+      std::set<std::string> allowed;
+      std::stringstream allow(r.header("Allow"));
+      for (std::string m; std::getline(allow >> std::ws, m, ',');) allowed.insert(m);
+      EXPECT_EQ(allowed, declared) << name << " " << target << ": Allow: " << r.header("Allow");
+    }
+  }
+}
+
+// The request counter's labels come from closed sets: an invented method cannot create a series.
+TEST_F(ChargeApiE2E, AnInventedMethodIsCountedAsOtherNotByItsName) {
+  HttpTestClient raw(api_->port());
+  const auto r = raw.SendRaw("BREW /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  ASSERT_TRUE(r.ok()) << r.error.message();
+  EXPECT_EQ(r.status(), 405u);
+  const auto text = client_->Get("/metrics").response.body();
+  EXPECT_THAT(text, HasSubstr(R"(charge_api_http_requests_total{method="other",route="/healthz",status="405"} 1)"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("BREW")));
 }
 
 TEST_F(ChargeApiE2E, HealthReadinessAndMetrics) {

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace charge_outbox::charge_api {
 namespace {
 
@@ -52,6 +54,36 @@ TEST(ParseChargeRequest, NamesTheFieldOfEachProblem) {
             "payment_method");
   EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"BRL","order_id":"o","payment_method":"p","description":5})").field,
             "description");
+}
+
+TEST(ParseChargeRequest, OnlyCurrenciesMoneyMovesInAreAccepted) {
+  const auto with = [](const std::string& currency) {
+    return R"({"amount":1,"currency":")" + currency + R"(","order_id":"o","payment_method":"p"})";
+  };
+  for (const auto* code : {"BRL", "USD", "EUR", "JPY", "XAF", "XOF", "XCD", "XPF"}) {
+    EXPECT_TRUE(std::holds_alternative<ChargeRequest>(ParseChargeRequest(with(code)))) << code;
+  }
+  // Metals, bond units, units of account, the test and "no currency" codes, fund codes.
+  for (const auto* code : {"XAU", "XAG", "XPD", "XPT", "XBA", "XBB", "XBC", "XBD", "XDR", "XSU", "XUA", "XTS",
+                           "XXX", "BOV", "CHE", "CHW", "CLF", "COU", "MXV", "USN", "UYI", "UYW"}) {
+    EXPECT_EQ(ErrorOf(with(code)).field, "currency") << code;
+  }
+  const auto accepted = AcceptedCurrencies();
+  EXPECT_TRUE(std::is_sorted(accepted.begin(), accepted.end()));
+  EXPECT_EQ(std::adjacent_find(accepted.begin(), accepted.end()), accepted.end());
+}
+
+TEST(ParseChargeRequest, DescriptionMaySpanLinesButHoldsNoOtherControlCharacter) {
+  const auto with = [](const std::string& description) {
+    return R"({"amount":1,"currency":"BRL","order_id":"o","payment_method":"p","description":")" + description +
+           R"("})";
+  };
+  const auto ok = ParseChargeRequest(with(R"(two\nlines\r\n\tindented)"));
+  ASSERT_TRUE(std::holds_alternative<ChargeRequest>(ok));
+  EXPECT_EQ(*std::get<ChargeRequest>(ok).description, "two\nlines\r\n\tindented");
+  for (const auto* bad : {R"(a\u0000b)", R"(\u0007)", R"(\u001b[31m)", R"(\u007f)"}) {
+    EXPECT_EQ(ErrorOf(with(bad)).field, "description") << bad;
+  }
 }
 
 TEST(ParseChargeRequest, UnknownFieldIsRefusedByName) {

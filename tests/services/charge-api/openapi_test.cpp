@@ -4,7 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <set>
+#include <string>
+#include <vector>
 
+#include "charge_request.hpp"
 #include "router.hpp"
 
 namespace charge_outbox::charge_api {
@@ -41,6 +44,19 @@ TEST(OpenApi, RequestSchemaMatchesTheParserLimits) {
   EXPECT_EQ(schema["properties"]["amount"]["maximum"].as<std::int64_t>(), kMaxAmount);
   EXPECT_EQ(schema["properties"]["order_id"]["maxLength"].as<std::size_t>(), kMaxIdentifierLength);
   EXPECT_EQ(schema["properties"]["description"]["maxLength"].as<std::size_t>(), kMaxDescriptionLength);
+  std::vector<std::string> documented;
+  for (const auto& code : schema["properties"]["currency"]["enum"]) documented.push_back(code.as<std::string>());
+  const auto accepted = AcceptedCurrencies();
+  EXPECT_EQ(documented, std::vector<std::string>(accepted.begin(), accepted.end()));
+}
+
+TEST(OpenApi, EveryChargeRouteDocumentsTheDatabaseOutageAndEveryPathTheUndeclaredMethod) {
+  const auto doc = Document();
+  for (const auto& [method, path] : {Route{"post", "/v1/charges"}, Route{"get", "/v1/charges"},
+                                     Route{"get", "/v1/charges/{id}"}}) {
+    EXPECT_TRUE(doc["paths"][path][method]["responses"]["503"].IsDefined()) << method << " " << path;
+  }
+  EXPECT_TRUE(doc["components"]["responses"]["MethodNotAllowed"]["headers"]["Allow"].IsDefined());
 }
 
 }  // namespace
