@@ -27,6 +27,24 @@ std::vector<std::string> SplitKey(std::string_view key) {
   return parts;
 }
 
+// Every key of every map is a plain name. Checked once at load: a list or map used as a key ("? [a, b]",
+// "{[x]: 1}") would otherwise throw from yaml-cpp's conversions deep in a lookup, outside any ConfigError.
+void RequireScalarKeys(const YAML::Node& node, const std::string& prefix) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) {
+        throw ConfigError(prefix.empty() ? "--config" : prefix,
+                          "a key must be a plain name, found a list or map at line " +
+                              std::to_string(kv.first.Mark().line + 1));
+      }
+      const auto name = kv.first.Scalar();
+      RequireScalarKeys(kv.second, prefix.empty() ? name : prefix + "." + name);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) RequireScalarKeys(item, prefix);
+  }
+}
+
 void CollectLeaves(const YAML::Node& node, const std::string& prefix, std::vector<std::string>& out) {
   if (node.IsMap()) {
     for (const auto& kv : node) {
@@ -111,6 +129,7 @@ ConfigReader ConfigReader::FromString(std::string_view yaml_text, EnvLookup env)
   if (!state->root.IsNull() && !state->root.IsMap()) {
     throw ConfigError("--config", "the file must be a YAML map of keys");
   }
+  RequireScalarKeys(state->root, "");
   return ConfigReader(std::move(state));
 }
 

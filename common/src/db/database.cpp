@@ -1,5 +1,6 @@
 #include "charge_outbox/db/database.hpp"
 
+#include <cctype>
 #include <stdexcept>
 
 #include "db/db_errors.hpp"
@@ -15,6 +16,36 @@ std::string_view ToString(DbErrc code) {
     case DbErrc::kFailed: return "failed";
   }
   return "unknown";
+}
+
+std::string WithApplicationName(std::string_view url, std::string_view application_name) {
+  std::string out(url);
+  if (application_name.empty()) return out;
+  if (url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+    out += url.find('?') == std::string_view::npos ? '?' : '&';
+    out += "application_name=";
+    constexpr char kHex[] = "0123456789ABCDEF";
+    for (const char ch : application_name) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (std::isalnum(c) || ch == '-' || ch == '_' || ch == '.') {
+        out += ch;
+      } else {
+        out += '%';
+        out += kHex[c >> 4];
+        out += kHex[c & 0xF];
+      }
+    }
+    return out;
+  }
+  // Keyword/value: a later keyword wins, so this overrides one the operator set, as the URI form does not.
+  if (!out.empty()) out += ' ';
+  out += "application_name='";
+  for (const char c : application_name) {
+    if (c == '\'' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '\'';
+  return out;
 }
 
 bool IsTransient(const DbError& error) {

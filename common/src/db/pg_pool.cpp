@@ -2,14 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "charge_outbox/db/database.hpp"
+
 namespace charge_outbox::db {
 
 PgPool::PgPool(std::string database_url, PgPoolOptions options)
-    : url_(std::move(database_url)), options_(std::move(options)) {
-  if (!options_.application_name.empty()) {
-    url_ += (url_.find('?') == std::string::npos ? "?" : "&");
-    url_ += "application_name=" + options_.application_name;
-  }
+    : url_(WithApplicationName(database_url, options.application_name)), options_(std::move(options)) {
   workers_.reserve(options_.connections);
   for (std::size_t i = 0; i < options_.connections; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }

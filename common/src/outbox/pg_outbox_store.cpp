@@ -9,6 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "charge_outbox/db/database.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
 #include "charge_outbox/util/time.hpp"
 #include "db/db_errors.hpp"
@@ -102,12 +103,7 @@ std::vector<int> ReadInts(const pqxx::result& r) {
 // Opens a connection that is never silently reopened: libpqxx 6 would otherwise reconnect a broken
 // session behind our back, and a new session holds none of the old one's advisory locks.
 std::unique_ptr<pqxx::connection> Connect(const std::string& url, const std::string& application_name) {
-  std::string full = url;
-  if (!application_name.empty()) {
-    full += (full.find('?') == std::string::npos ? "?" : "&");
-    full += "application_name=" + application_name;
-  }
-  auto conn = std::make_unique<pqxx::connection>(full);
+  auto conn = std::make_unique<pqxx::connection>(db::WithApplicationName(url, application_name));
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   conn->inhibit_reactivation(true);

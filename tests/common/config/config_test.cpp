@@ -136,6 +136,12 @@ TEST(ConfigReader, InvalidYamlAndNonMapAreRefused) {
   EXPECT_EQ(ErrorOf([] { ConfigReader::FromFile("/nonexistent/charge.yaml", FakeEnv({})); }).key(), "--config");
 }
 
+TEST(ConfigReader, AListOrMapAsAKeyIsAConfigErrorNotACrash) {
+  EXPECT_EQ(ErrorOf([] { ConfigReader::FromString("? [a, b]\n: 1\n", FakeEnv({})); }).key(), "--config");
+  EXPECT_EQ(ErrorOf([] { ConfigReader::FromString("http:\n  {port: 1}: 2\n", FakeEnv({})); }).key(), "http");
+  EXPECT_EQ(ErrorOf([] { ConfigReader::FromString("a:\n  - {[x]: 1}\n", FakeEnv({})); }).key(), "a");
+}
+
 TEST(ConfigReader, EnvNameUppercasesAndJoinsWithUnderscores) {
   EXPECT_EQ(ConfigReader::EnvName("kafka.bootstrap_servers"), "KAFKA_BOOTSTRAP_SERVERS");
 }

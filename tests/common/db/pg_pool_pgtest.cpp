@@ -9,6 +9,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <libpq-fe.h>
+
 #include <atomic>
 #include <set>
 
@@ -51,6 +53,25 @@ TEST_F(PgPoolTest, AwaitedJobRunsOnAWorkerAndResumesOnTheCallersThread) {
   }());
   EXPECT_EQ(value, 42);
   EXPECT_NE(worker, caller);
+}
+
+// DATABASE_URL may be libpq's keyword/value form; the pool names its sessions without breaking it.
+TEST_F(PgPoolTest, AKeywordValueUrlConnectsAndCarriesTheApplicationName) {
+  PQconninfoOption* options = PQconninfoParse(db_->url().c_str(), nullptr);
+  ASSERT_NE(options, nullptr);
+  std::string keyword_value;
+  for (auto* o = options; o->keyword != nullptr; ++o) {
+    if (o->val != nullptr && *o->val != '\0') keyword_value += std::string(o->keyword) + "='" + o->val + "' ";
+  }
+  PQconninfoFree(options);
+  PgPool pool(keyword_value, {.connections = 1, .application_name = "pool-test"});
+  const auto name = RunCoroutine([&]() -> asio::awaitable<std::string> {
+    co_return co_await pool.Run([](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      return tx.exec1("SELECT current_setting('application_name')")[0].as<std::string>();
+    });
+  }());
+  EXPECT_EQ(name, "pool-test");
 }
 
 TEST_F(PgPoolTest, JobExceptionIsRethrownToTheAwaiter) {

@@ -38,6 +38,11 @@ std::string_view ToString(DbErrc code);
 // commit in doubt. A refused statement (kFailed) would be refused again.
 bool IsTransient(const DbError& error);
 
+// `url` with the session's application_name added (what pg_stat_activity shows), in the URL's own form:
+// a query parameter of a postgres:// or postgresql:// URI, a quoted keyword of a keyword/value string
+// ("host=db user=charge"). libpq accepts both as DATABASE_URL; appending "?..." to the second breaks it.
+std::string WithApplicationName(std::string_view url, std::string_view application_name);
+
 struct DatabaseOptions {
   std::size_t connections = 8;
   std::size_t max_queued = 1024;
