@@ -33,7 +33,13 @@ constexpr const char* kReconcilerFailpoints[] = {"reconciler.after_acquirer_look
 FaultSchedule::FaultSchedule(ChaosStack& stack, FaultOptions options, std::uint64_t seed, std::ostream& log)
     : stack_(stack), options_(options), log_(log), rng_(seed) {}
 
-FaultSchedule::~FaultSchedule() { Stop(); }
+FaultSchedule::~FaultSchedule() {
+  // Reached by unwinding when the run already failed: that failure is the one reported.
+  try {
+    Stop();
+  } catch (const std::exception&) {
+  }
+}
 
 void FaultSchedule::Start() {
   started_ = Clock::now();

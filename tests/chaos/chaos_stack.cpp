@@ -217,7 +217,15 @@ void ChaosStack::Supervise() {
           slot.down_until = std::max(slot.down_until, now + 200ms);
         }
         if (!slot.process && now >= slot.down_until && !stopping_) {
-          StartProcess(slot);
+          try {
+            StartProcess(slot);
+          } catch (const std::exception& e) {
+            // Not in this thread (it would end the process without a verdict): retried, and the first
+            // failure ends the run once the faults stop (HealAll), with its state kept.
+            if (start_failure_.empty()) start_failure_ = e.what();
+            slot.down_until = now + 1s;
+            continue;
+          }
           if (slot.daemon == Daemon::kAcquirer && acquirer_proxy_->mode() == testing::FaultProxy::Mode::kRefuse) {
             acquirer_proxy_->Pass();
           }
@@ -329,6 +337,10 @@ void ChaosStack::StopReconcilerTimer() {
 }
 
 void ChaosStack::HealAll() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!start_failure_.empty()) throw std::runtime_error("the supervisor could not restart a daemon: " + start_failure_);
+  }
   pg_proxy_->Pass();
   kafka_proxy_->Pass();
   acquirer_proxy_->Pass();

@@ -118,6 +118,7 @@ class ChaosStack {
   std::vector<std::uint16_t> api_ports_;
   std::unique_ptr<testing::FaultProxy> pg_proxy_, kafka_proxy_, acquirer_proxy_;
   std::string reconciler_failpoints_;
+  std::string start_failure_;  // the first restart the supervisor could not make, under mutex_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> reconciler_timer_on_{false};
   std::thread supervisor_, reconciler_timer_;
