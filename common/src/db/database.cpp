@@ -37,7 +37,7 @@ std::string WithApplicationName(std::string_view url, std::string_view applicati
     }
     return out;
   }
-  // Keyword/value: a later keyword wins, so this overrides one the operator set, as the URI form does not.
+  // Keyword/value. In either form a later setting wins: the daemon's name replaces one the operator set.
   if (!out.empty()) out += ' ';
   out += "application_name='";
   for (const char c : application_name) {
