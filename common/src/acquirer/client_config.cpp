@@ -6,6 +6,15 @@ namespace charge_outbox::acquirer {
 
 using std::chrono::milliseconds;
 
+namespace {
+
+// A connection that never leaves the machine: plain HTTP there exposes the key to no network.
+bool IsLoopback(const detail::Origin& origin) {
+  return origin.host == "localhost" || origin.host == "::1" || (origin.host_is_ip && origin.host.starts_with("127."));
+}
+
+}  // namespace
+
 AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader) {
   AcquirerClientConfig c;
   c.base_url = reader.String("acquirer.url");
@@ -36,6 +45,14 @@ AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader) {
   }
   c.retry.total_budget = reader.Duration("acquirer.retry.total_budget", milliseconds{15000}, milliseconds{0},
                                          std::chrono::hours{24});
+  // Checked last, so that a problem found above is the one named first. Every call carries the API key
+  // and card tokens: over plain HTTP beyond this machine they would travel in clear.
+  const bool allow_plain_http = reader.Boolean("acquirer.allow_plain_http", false);
+  if (!origin.tls && !allow_plain_http && !IsLoopback(origin)) {
+    throw config::ConfigError("acquirer.url",
+                              "is plain http:// to another host, so the API key and card tokens would travel in "
+                              "clear; use https://, or set acquirer.allow_plain_http: true for a test acquirer");
+  }
   return c;
 }
 

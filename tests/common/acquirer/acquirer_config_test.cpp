@@ -33,6 +33,17 @@ std::string KeyOfError(const std::string& yaml, std::map<std::string, std::strin
   return "(no error)";
 }
 
+TEST(LoadAcquirerClientConfig, PlainHttpBeyondThisMachineNeedsAnExplicitOptIn) {
+  const std::map<std::string, std::string> key{{"ACQUIRER_API_KEY", "k"}};
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://acquirer.example\n", key), "acquirer.url");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://10.0.0.7:8080\n", key), "acquirer.url");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://acquirer.example\n  allow_plain_http: true\n", key), "(no error)");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: https://acquirer.example\n", key), "(no error)");
+  for (const auto* loopback : {"http://127.0.0.1:8081", "http://127.1.2.3", "http://localhost:8081", "http://[::1]:8081"}) {
+    EXPECT_EQ(KeyOfError(std::string("acquirer:\n  url: ") + loopback + "\n", key), "(no error)") << loopback;
+  }
+}
+
 TEST(LoadAcquirerClientConfig, DefaultsWithOnlyUrlAndKey) {
   auto reader = ConfigReader::FromString("acquirer:\n  url: http://127.0.0.1:8081\n",
                                          Env({{"ACQUIRER_API_KEY", "sk_test_1"}}));
