@@ -90,6 +90,12 @@ struct RelayApp::Parts {
   boost::asio::awaitable<http::Reply> Handle(http::Request request) {
     const std::string path(request.target());
     http::Reply reply;
+    // Probes and scrapes are GET: any other method is a 405 naming what is allowed, as charge-api answers.
+    if ((path == "/metrics" || path == "/healthz" || path == "/readyz") && request.method() != bhttp::verb::get) {
+      reply.response = http::ProblemJson(Status::method_not_allowed, "Method Not Allowed", "Allowed: GET");
+      reply.response.set(bhttp::field::allow, "GET");
+      co_return reply;
+    }
     if (path == "/metrics") {
       reply.response.result(Status::ok);
       reply.response.set(bhttp::field::content_type, metrics::kTextContentType);

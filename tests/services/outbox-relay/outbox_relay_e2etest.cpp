@@ -210,6 +210,20 @@ TEST_F(OutboxRelayE2E, KillingOneOfThreeRelaysMidRunLosesNothingAndKeepsOrder) {
   EXPECT_THAT(violations, IsEmpty()) << violations.size() << " violations";
 }
 
+TEST_F(OutboxRelayE2E, ProbesAndScrapesAnswer405WithAllowToAnyMethodButGet) {
+  auto relay = fixture_->StartRelay({});
+  HttpTestClient client(relay->port());
+  for (const char* path : {"/healthz", "/readyz", "/metrics"}) {
+    for (const auto method : {boost::beast::http::verb::trace, boost::beast::http::verb::post,
+                              boost::beast::http::verb::delete_}) {
+      const auto r = client.Send(method, path);
+      EXPECT_EQ(r.status(), 405u) << path;
+      EXPECT_EQ(r.header("Allow"), "GET") << path;
+    }
+  }
+  EXPECT_EQ(client.Get("/healthz").status(), 200u);
+}
+
 TEST_F(OutboxRelayE2E, SeveralWorkersInOneProcessShareTheShardsAsMembers) {
   auto relay = fixture_->StartRelay({{"RELAY_WORKERS", "4"}});
   ASSERT_TRUE(Eventually(
