@@ -68,6 +68,13 @@ http::Response ToResponse(const ApiError& e) {
       WithRetryAfter(r, e.retry_after);
       return r;
     }
+    case ApiErrc::kAcquirerBusy: {
+      auto r = Problem(Status::service_unavailable, "acquirer-busy", "Too many charges waiting for the acquirer",
+                       "Nothing was sent to the acquirer. Retry with the same Idempotency-Key after the "
+                       "Retry-After delay.");
+      WithRetryAfter(r, e.retry_after);
+      return r;
+    }
     case ApiErrc::kInternal:
       return Problem(Status::internal_server_error, "internal", "Internal error",
                      "Retry with the same Idempotency-Key; it will never charge twice.");

@@ -21,6 +21,7 @@ enum class ApiErrc {
   kIdempotencyKeyReused,  // same key, other parameters
   kRequestInFlight,       // same key, the first request still running
   kDatabaseUnavailable,   // before the intent was written: nothing was sent to the acquirer
+  kAcquirerBusy,          // this instance's acquirer connections are all taken: nothing was sent to it
   kInternal,
 };
 
@@ -28,7 +29,7 @@ struct ApiError {
   ApiErrc code = ApiErrc::kInternal;
   std::string detail;
   std::string field;                      // kInvalidField
-  std::chrono::seconds retry_after{0};    // kRequestInFlight, kDatabaseUnavailable
+  std::chrono::seconds retry_after{0};    // kRequestInFlight, kDatabaseUnavailable, kAcquirerBusy
   std::string charge_id;                  // kIdempotencyKeyReused, kRequestInFlight: the existing charge
 };
 

@@ -77,7 +77,7 @@ TEST(ToResponse, EveryErrorIsProblemJsonWithItsStatus) {
       {ApiErrc::kUnsupportedMediaType, 415},  {ApiErrc::kNotFound, 404},
       {ApiErrc::kMethodNotAllowed, 405},      {ApiErrc::kIdempotencyKeyReused, 422},
       {ApiErrc::kRequestInFlight, 409},       {ApiErrc::kDatabaseUnavailable, 503},
-      {ApiErrc::kInternal, 500}};
+      {ApiErrc::kAcquirerBusy, 503},          {ApiErrc::kInternal, 500}};
   for (const auto& [code, status] : expected) {
     const auto r = ToResponse(ApiError{code, "detail", "amount", std::chrono::seconds{7}, "ch_x"});
     EXPECT_EQ(r.result_int(), status);
@@ -88,6 +88,7 @@ TEST(ToResponse, EveryErrorIsProblemJsonWithItsStatus) {
   }
   EXPECT_EQ(ToResponse(ApiError{ApiErrc::kRequestInFlight, "", "", std::chrono::seconds{7}})["Retry-After"], "7");
   EXPECT_EQ(ToResponse(ApiError{ApiErrc::kDatabaseUnavailable})["Retry-After"], "1");
+  EXPECT_EQ(ToResponse(ApiError{ApiErrc::kAcquirerBusy, "", "", std::chrono::seconds{2}})["Retry-After"], "2");
   const auto invalid = json::parse(ToResponse(ApiError{ApiErrc::kInvalidField, "is required", "amount"}).body());
   EXPECT_EQ(invalid.at("field").as_string(), "amount");
 }
