@@ -124,7 +124,7 @@ Response JsonResponse(Status status, std::string serialized_body) {
 }
 
 struct Server::Impl {
-  Impl(ServerOptions server_options, Handler request_handler)
+  Impl(ServerOptions server_options, PeerHandler request_handler)
       : options(std::move(server_options)),
         handler(std::move(request_handler)),
         ioc(static_cast<int>(options.threads == 0 ? 1 : options.threads)),
@@ -138,7 +138,7 @@ struct Server::Impl {
   void Unregister(std::uint64_t id);
 
   const ServerOptions options;
-  const Handler handler;
+  const PeerHandler handler;
 
   // Declared before the io_context so that they outlive it: destroying the io_context destroys the
   // suspended session coroutines, whose clean-up unregisters them here.
@@ -241,6 +241,8 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
   } unregister_on_exit{this, connection->id};
 
   auto& stream = connection->stream;
+  boost::system::error_code peer_ec;
+  const auto peer = stream.socket().remote_endpoint(peer_ec).address();
   beast::flat_buffer buffer;
   for (;;) {
     // Between requests. Stop's "close idle connections" pass runs on this strand too, so either it sees
@@ -296,7 +298,7 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
     const unsigned version = request.version();
     Reply reply;
     try {
-      reply = co_await handler(std::move(request));
+      reply = co_await handler(std::move(request), peer);
     } catch (const boost::system::system_error& e) {
       if (e.code() == asio::error::operation_aborted && stopping.load()) break;  // cancelled by Stop
       spdlog::error("http server: handler failed: {}", e.what());
@@ -321,8 +323,13 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
   CloseSocket(stream);
 }
 
-Server::Server(ServerOptions options, Handler handler)
+Server::Server(ServerOptions options, PeerHandler handler)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+Server::Server(ServerOptions options, Handler handler)
+    : Server(std::move(options), [handler = std::move(handler)](Request request, const asio::ip::address&) {
+        return handler(std::move(request));
+      }) {}
 
 Server::~Server() { Stop(std::chrono::milliseconds{0}); }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -40,6 +41,8 @@ struct Reply {
 // deadline. Content-Length, the HTTP version and the Connection header are set by the server.
 // A handler that throws produces a 500 problem+json; the exception is logged.
 using Handler = std::function<boost::asio::awaitable<Reply>(Request)>;
+// The same, told the TCP peer's address: what a per-client limit can key on (behind a proxy, the proxy's).
+using PeerHandler = std::function<boost::asio::awaitable<Reply>(Request, const boost::asio::ip::address& peer)>;
 
 struct ServerOptions {
   std::string address = "127.0.0.1";
@@ -62,6 +65,7 @@ struct ServerOptions {
 class Server {
  public:
   Server(ServerOptions options, Handler handler);
+  Server(ServerOptions options, PeerHandler handler);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
