@@ -25,6 +25,7 @@ AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader) {
   c.request_timeout = reader.Duration("acquirer.request_timeout", milliseconds{10000}, milliseconds{1},
                                       std::chrono::minutes{10});
   c.max_connections = static_cast<std::size_t>(reader.Integer("acquirer.pool.max_connections", 16, 1, 4096));
+  c.max_queued = static_cast<std::size_t>(reader.Integer("acquirer.pool.max_queued", 64, 0, 100'000));
   c.idle_timeout = reader.Duration("acquirer.pool.idle_timeout", milliseconds{30000}, milliseconds{0},
                                    std::chrono::hours{1});
   c.max_response_bytes =

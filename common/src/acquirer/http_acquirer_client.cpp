@@ -176,6 +176,7 @@ class HttpAcquirerClient::Impl {
   struct Lease {
     std::shared_ptr<Connection> connection;
     bool timed_out = false;
+    bool queued = false;  // granted after waiting behind busy connections
   };
 
   struct Waiter {
@@ -288,7 +289,7 @@ class HttpAcquirerClient::Impl {
       Close(*waiter->connection);
       waiter->connection.reset();  // keep the slot: open a fresh connection in it
     }
-    co_return Lease{std::move(waiter->connection), false};
+    co_return Lease{std::move(waiter->connection), false, true};
   }
 
   // Hands the slot (with the connection, if reusable) to the oldest waiter, or back to the pool.
@@ -452,10 +453,25 @@ class HttpAcquirerClient::Impl {
     }
     SlotGuard guard(impl);
     const bool reused = lease.connection != nullptr;
+    // Our own queue is not the acquirer's doing: a call whose time went on waiting for a connection is
+    // kPoolTimedOut, never a connect timeout that would read as "the acquirer is unreachable".
+    const bool queue_ate_the_connect = lease.queued && deadline - SteadyClock::now() < impl.config_.connect_timeout;
     auto connection = std::move(lease.connection);
+    if (reused) guard.Hold(connection);
+    if (lease.queued && SteadyClock::now() >= deadline) {
+      guard.Release(true);
+      co_return Failure(TransportStatus::kPoolTimedOut, "the wait for a pooled connection used up the deadline",
+                        reused);
+    }
     if (!reused) {
       auto opened = co_await impl.Open(deadline);
-      if (opened.connection == nullptr) co_return std::move(opened.failure);
+      if (opened.connection == nullptr) {
+        if (queue_ate_the_connect && opened.failure.status == TransportStatus::kConnectTimedOut) {
+          co_return Failure(TransportStatus::kPoolTimedOut,
+                            "the wait for a pooled connection left too little time to connect", false);
+        }
+        co_return std::move(opened.failure);
+      }
       connection = std::move(opened.connection);
     }
     guard.Hold(connection);
@@ -463,7 +479,7 @@ class HttpAcquirerClient::Impl {
     // write that the stream's timer would cut at an arbitrary byte.
     if (SteadyClock::now() >= deadline) {
       guard.Release(true);
-      co_return Failure(reused ? TransportStatus::kPoolTimedOut : TransportStatus::kConnectTimedOut,
+      co_return Failure(reused || lease.queued ? TransportStatus::kPoolTimedOut : TransportStatus::kConnectTimedOut,
                         "the deadline passed before the request could be written", reused);
     }
 

@@ -1,5 +1,7 @@
 #include "charge_outbox/charges/evidence.hpp"
 
+#include <algorithm>
+
 namespace charge_outbox::charges {
 namespace {
 
@@ -51,6 +53,9 @@ Reading MatchingCapture(const RunFacts& run, const ChargeFacts& charge) {
 // first capture and nothing on record (any actor) may have reached the acquirer before or beside it.
 Reading NeverSent(const RunFacts& run, const ChargeFacts& charge) {
   if (run.kind != RunKind::kFirstCapture) return Found(Finding::kUnanswered, "not_sent");
+  // Our own queue refused it: the acquirer was never even asked, so "unreachable" would be a guess, and
+  // failing the charge would burn the client's key for another client's burst.
+  if (run.queued_out) return Found(Finding::kUnanswered, "not_sent_pool_busy");
   if (!charge.history || charge.history->capture_may_have_left) {
     return Found(Finding::kUnanswered, "not_sent_but_an_earlier_capture_may_have_left");
   }
@@ -75,8 +80,11 @@ bool HoldsNoMoney(ChargeStatus s) { return s == ChargeStatus::kFailed || s == Ch
 
 RunFacts FactsOf(RunKind kind, const acquirer::RetryRun& run) {
   const auto& last = run.last();
-  return RunFacts{kind, last.kind, last.capture, last.decline_code,
-                  run.evidence() == acquirer::EvidenceClass::kNotSent};
+  const bool never_sent = run.evidence() == acquirer::EvidenceClass::kNotSent;
+  const bool pool_full = std::any_of(run.attempts.begin(), run.attempts.end(), [](const auto& a) {
+    return a.outcome.transport == acquirer::TransportStatus::kPoolTimedOut;
+  });
+  return RunFacts{kind, last.kind, last.capture, last.decline_code, never_sent, never_sent && pool_full};
 }
 
 Reading ReadRun(const RunFacts& run, const ChargeFacts& charge) {

@@ -69,9 +69,13 @@ http::Response ToResponse(const ApiError& e) {
       return r;
     }
     case ApiErrc::kAcquirerBusy: {
+      // After the intent, the charge exists (pending): its id lets the client look it up meanwhile.
+      json::object extra;
+      if (!e.charge_id.empty()) extra["charge_id"] = e.charge_id;
       auto r = Problem(Status::service_unavailable, "acquirer-busy", "Too many charges waiting for the acquirer",
                        "Nothing was sent to the acquirer. Retry with the same Idempotency-Key after the "
-                       "Retry-After delay.");
+                       "Retry-After delay.",
+                       std::move(extra));
       WithRetryAfter(r, e.retry_after);
       return r;
     }

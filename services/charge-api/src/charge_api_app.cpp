@@ -87,7 +87,10 @@ struct ChargeApiApp::Parts {
         acquirer_client(background.get_executor(), config.acquirer),
         policy(config.acquirer.retry, std::make_shared<acquirer::Mt19937RandomSource>()),
         service(*store, acquirer_client, policy, clock, probe,
-                {.instance_id = config.instance_id, .lease = config.lease, .deadline = config.deadline}),
+                {.instance_id = config.instance_id,
+                 .lease = config.lease,
+                 .deadline = config.deadline,
+                 .max_acquirer_runs = config.acquirer.max_connections + config.acquirer.max_queued}),
         keys(*store, config.auth_cache_ttl),
         router(service, keys, database, db::EmbeddedSchemaVersion(), *registry, probe),
         server(config.http, [this](http::Request request) { return router.Handle(std::move(request)); }) {}

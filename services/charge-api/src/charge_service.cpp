@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+#include <utility>
+
 #include "charge_outbox/charges/settlement.hpp"
 #include "charge_outbox/db/retry.hpp"
 #include "charge_outbox/failpoints/failpoints.hpp"
@@ -31,6 +34,29 @@ std::string OutcomeLabel(const charges::Charge& c) {
   return "unknown";
 }
 
+// One of the instance's places for charges working with the acquirer, held while Create runs.
+class AcquirerRunSlot {
+ public:
+  static std::optional<AcquirerRunSlot> TryTake(std::atomic<std::size_t>& runs, std::size_t max) {
+    if (runs.fetch_add(1) >= max) {
+      runs.fetch_sub(1);
+      return std::nullopt;
+    }
+    return AcquirerRunSlot(runs);
+  }
+  AcquirerRunSlot(AcquirerRunSlot&& other) noexcept : runs_(std::exchange(other.runs_, nullptr)) {}
+  AcquirerRunSlot(const AcquirerRunSlot&) = delete;
+  AcquirerRunSlot& operator=(const AcquirerRunSlot&) = delete;
+  AcquirerRunSlot& operator=(AcquirerRunSlot&&) = delete;
+  ~AcquirerRunSlot() {
+    if (runs_ != nullptr) runs_->fetch_sub(1);
+  }
+
+ private:
+  explicit AcquirerRunSlot(std::atomic<std::size_t>& runs) : runs_(&runs) {}
+  std::atomic<std::size_t>* runs_;
+};
+
 }  // namespace
 
 ChargeService::ChargeService(charges::ChargeStore& store, acquirer::AcquirerClient& acquirer,
@@ -54,6 +80,12 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   const charges::Lease lease{options_.instance_id + "/" + acquirer::NewRequestId(), options_.lease};
   const charges::FirstAttempt first{acquirer::Operation::kCapture, kActor, clock_.WallNow()};
 
+  // A local queue is not an acquirer answer: with every place taken, say so before anything is written,
+  // rather than write an intent that our own pool would then fail.
+  const auto slot = AcquirerRunSlot::TryTake(acquirer_runs_, options_.max_acquirer_runs);
+  if (!slot) {
+    co_return ToResponse(ApiError{ApiErrc::kAcquirerBusy, "", "", options_.unavailable_retry_after, ""});
+  }
   if (co_await failpoints::HitAsync("charge.before_intent_commit")) {
     co_return ToResponse(Unavailable(options_.unavailable_retry_after, "failpoint"));
   }
@@ -124,6 +156,7 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
   }
   const auto facts = charges::FactsOf(kind, run);
+  if (facts.queued_out) co_return co_await GiveUpBusy(charge, lease, recorder.TakeLastFinish(), trace);
   auto charge_facts = charges::ChargeFacts{PastDeadline(charge), std::nullopt};
   if (facts.never_sent && kind == charges::RunKind::kFirstCapture) {
     charge_facts = co_await FactsAfterNeverSent(charge, recorder);
@@ -174,8 +207,9 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
     co_return outcome;
   };
   const auto run = co_await charges::RunRecorded(policy_, clock_, recorder, lookup_call);
-  const auto reading = charges::ReadRun(charges::FactsOf(charges::RunKind::kLookup, run),
-                                        charges::ChargeFacts{past_deadline, std::nullopt});
+  const auto facts = charges::FactsOf(charges::RunKind::kLookup, run);
+  if (facts.queued_out) co_return co_await GiveUpBusy(charge, lease, recorder.TakeLastFinish(), trace);
+  const auto reading = charges::ReadRun(facts, charges::ChargeFacts{past_deadline, std::nullopt});
   // The trace id is a thread's, so it is scoped to each log line, never held across a co_await.
   const auto log_info = [&](std::string_view what) {
     log::ScopedTraceId scope(trace.trace_id);
@@ -264,6 +298,19 @@ asio::awaitable<http::Response> ChargeService::GiveUp(const charges::Charge& cha
   if (!released) spdlog::warn("lease of charge {} not released: {}", charge.public_id(), released.error().detail);
   probe_.OnChargeOutcome("pending");
   co_return ToHttp(ResponseFor(charge), charge.public_id(), false);
+}
+
+asio::awaitable<http::Response> ChargeService::GiveUpBusy(const charges::Charge& charge,
+                                                          const charges::Lease& lease,
+                                                          std::optional<charges::AttemptFinish> last_attempt,
+                                                          const trace::TraceContext& trace) {
+  {
+    log::ScopedTraceId scope(trace.trace_id);
+    spdlog::warn("charge {} pending: not sent, every acquirer connection of this instance was busy",
+                 charge.public_id());
+  }
+  co_await GiveUp(charge, lease, std::move(last_attempt));
+  co_return ToResponse(ApiError{ApiErrc::kAcquirerBusy, "", "", options_.unavailable_retry_after, charge.public_id()});
 }
 
 http::Response ChargeService::AnswerFor(const charges::Charge& charge, bool replayed) {

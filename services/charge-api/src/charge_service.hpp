@@ -19,7 +19,9 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <limits>
 #include <string>
 
 #include "api_responses.hpp"
@@ -44,6 +46,9 @@ struct ChargeServiceOptions {
   // The same value as the reconciler's `reconciler.deadline`.
   std::chrono::milliseconds deadline{std::chrono::hours{1}};
   std::chrono::seconds unavailable_retry_after{1};
+  // Charges that may be working with the acquirer at once (its pool's connections plus the queue behind
+  // them). One more is answered 503 before its intent is written: nothing stored, nothing sent.
+  std::size_t max_acquirer_runs = std::numeric_limits<std::size_t>::max();
 };
 
 struct CreateCharge {
@@ -76,6 +81,11 @@ class ChargeService {
                                                 const trace::TraceContext& trace);
   boost::asio::awaitable<http::Response> GiveUp(const charges::Charge& charge, const charges::Lease& lease,
                                                 std::optional<charges::AttemptFinish> last_attempt);
+  // Like GiveUp, but the run never left this process because our own acquirer pool was full: a 503 the
+  // client retries with the same key (the retry takes the released charge over at once).
+  boost::asio::awaitable<http::Response> GiveUpBusy(const charges::Charge& charge, const charges::Lease& lease,
+                                                    std::optional<charges::AttemptFinish> last_attempt,
+                                                    const trace::TraceContext& trace);
   // The answer a charge's current state calls for: its stored response, or the one its state implies.
   http::Response AnswerFor(const charges::Charge& charge, bool replayed);
   bool PastDeadline(const charges::Charge& charge);
@@ -86,6 +96,7 @@ class ChargeService {
   acquirer::RetryClock& clock_;
   ChargeApiProbe& probe_;
   ChargeServiceOptions options_;
+  std::atomic<std::size_t> acquirer_runs_{0};
 };
 
 }  // namespace charge_outbox::charge_api

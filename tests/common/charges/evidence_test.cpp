@@ -160,6 +160,27 @@ TEST(ReadRun, NeverSentFailsOnlyTheFirstCaptureWithACleanHistory) {
   }
 }
 
+// Issue 14, defect 9: a run our own connection pool kept in the process proves nothing about the acquirer.
+TEST(ReadRun, ARunOurOwnPoolNeverSentConcludesNothingEvenOnACleanHistory) {
+  acquirer::RetryRun pool_busy;
+  for (const auto transport : {acquirer::TransportStatus::kConnectRefused, acquirer::TransportStatus::kPoolTimedOut}) {
+    acquirer::AttemptRecord attempt;
+    attempt.outcome.kind = OutcomeKind::kNotSent;
+    attempt.outcome.transport = transport;
+    pool_busy.attempts.push_back(attempt);
+  }
+  const auto facts = FactsOf(RunKind::kFirstCapture, pool_busy);
+  EXPECT_TRUE(facts.never_sent);
+  EXPECT_TRUE(facts.queued_out);
+  EXPECT_EQ(ReadRun(facts, CleanHistory()).finding, Finding::kUnanswered);
+
+  // The same run without the pool's refusal is the acquirer's absence, and fails the charge.
+  pool_busy.attempts.pop_back();
+  const auto refused = FactsOf(RunKind::kFirstCapture, pool_busy);
+  EXPECT_FALSE(refused.queued_out);
+  EXPECT_EQ(ReadRun(refused, CleanHistory()).transition.to, ChargeStatus::kFailed);
+}
+
 TEST(ReadRun, AVoidIsConfirmedOnlyByTheAcquirersVoid) {
   for (const auto last : kEveryOutcome) {
     const auto r = ReadRun(RunOf(RunKind::kVoid, last), Past());

@@ -60,10 +60,10 @@ class ChargeServiceTest : public ::testing::Test {
   }
 
   // The service, answering from `script`. Two attempts per operation, a 1 s budget, a 3 s lease.
-  void Script(std::deque<Step> script) {
+  void Script(std::deque<Step> script,
+              ChargeServiceOptions options = ChargeServiceOptions{.instance_id = "api-1", .lease = 3s}) {
     acquirer_ = std::make_unique<ScriptedAcquirerClient>(std::move(script), &clock_);
-    service_ = std::make_unique<ChargeService>(store_, *acquirer_, policy_, clock_, probe_,
-                                               ChargeServiceOptions{.instance_id = "api-1", .lease = 3s});
+    service_ = std::make_unique<ChargeService>(store_, *acquirer_, policy_, clock_, probe_, std::move(options));
   }
 
   http::Response Create(const std::string& key = "k1") {
@@ -131,6 +131,51 @@ TEST_F(ChargeServiceTest, AFirstCaptureThatNeverLeftTheProcessFails) {
   EXPECT_EQ(r.result_int(), 402);
   EXPECT_EQ(Charge().status, ChargeStatus::kFailed);
   EXPECT_EQ(Charge().failure_reason, "acquirer_unreachable");
+}
+
+// Issue 14, defect 9: our own pool's queue is not an acquirer answer. The charge stays pending with its
+// lease given back, the client hears 503 (retry with the same key), and the retry takes it over.
+Step PoolBusy() {
+  auto outcome = OutcomeOf(OutcomeKind::kNotSent);
+  outcome.transport = acquirer::TransportStatus::kPoolTimedOut;
+  return Step{outcome, 100ms};
+}
+
+TEST_F(ChargeServiceTest, AFirstCaptureOurOwnPoolNeverSentIs503AndLeavesTheKeyUsable) {
+  Script({PoolBusy(), PoolBusy(), Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kCaptured, CaptureOf())});
+  const auto busy = Create();
+  EXPECT_EQ(busy.result_int(), 503);
+  EXPECT_EQ(busy["Retry-After"], "1");
+  const auto problem = boost::json::parse(busy.body());
+  EXPECT_EQ(problem.at("type").as_string().ends_with("acquirer-busy"), true) << busy.body();
+  EXPECT_EQ(problem.at("charge_id").as_string(), Charge().public_id());
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_FALSE(Charge().failure_reason.has_value());
+  EXPECT_FALSE(Charge().owner_id.has_value());  // given back: the retry need not wait for the lease
+
+  const auto retried = Create();
+  EXPECT_EQ(retried.result_int(), 201);
+  EXPECT_EQ(Charge().status, ChargeStatus::kCaptured);
+  EXPECT_EQ(acquirer_->lookups.size(), 1u);  // the takeover asked first
+}
+
+TEST_F(ChargeServiceTest, ATakeoverWhoseLookupOurOwnPoolNeverSentIs503) {
+  DeadOwnersCharge();
+  Script({PoolBusy(), PoolBusy()});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 503);
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_FALSE(Charge().owner_id.has_value());
+}
+
+TEST_F(ChargeServiceTest, AChargeBeyondTheAcquirerPlacesIs503BeforeItsIntent) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())},
+         ChargeServiceOptions{.instance_id = "api-1", .lease = 3s, .max_acquirer_runs = 0});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 503);
+  EXPECT_FALSE(boost::json::parse(r.body()).as_object().contains("charge_id"));
+  EXPECT_FALSE(table_.IdByKey(kMerchant, "k1").has_value());  // nothing written
+  EXPECT_TRUE(acquirer_->captures.empty());                    // nothing sent
 }
 
 // Defect 1: nothing left this run, but a capture of someone else's may have (an actor that ignored the

@@ -28,6 +28,9 @@ struct AcquirerClientConfig {
   std::chrono::milliseconds connect_timeout{2000};   // TCP connect plus TLS handshake
   std::chrono::milliseconds request_timeout{10000};  // the whole call: pool wait, connect, write, read
   std::size_t max_connections = 16;                  // open connections at most (busy plus idle)
+  // charge-api: charges admitted to wait for a connection beyond those it has. A charge beyond them is
+  // answered 503 before its intent is written, rather than written and then failed by our own queue.
+  std::size_t max_queued = 64;
   std::chrono::milliseconds idle_timeout{30000};     // a keep-alive connection idle longer is closed
   std::size_t max_response_bytes = 1024 * 1024;      // a larger response is malformed (unknown)
   bool tls_verify = true;    // verify the acquirer's certificate and host name (https only)
@@ -39,7 +42,7 @@ struct AcquirerClientConfig {
 // Reads `acquirer.*`:
 //   acquirer.url (required), acquirer.api_key (secret: env ACQUIRER_API_KEY only),
 //   acquirer.connect_timeout (2s), acquirer.request_timeout (10s), acquirer.pool.max_connections (16),
-//   acquirer.pool.idle_timeout (30s), acquirer.max_response_bytes (1048576), acquirer.tls.verify (true),
+//   acquirer.pool.max_queued (64), acquirer.pool.idle_timeout (30s), acquirer.max_response_bytes (1048576), acquirer.tls.verify (true),
 //   acquirer.tls.ca_file (""), acquirer.list.page_limit (100), acquirer.retry.max_attempts (4),
 //   acquirer.retry.base_delay (1s), acquirer.retry.max_delay (8s), acquirer.retry.total_budget (15s).
 // Throws config::ConfigError naming the key.

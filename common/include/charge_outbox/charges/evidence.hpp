@@ -55,6 +55,9 @@ struct RunFacts {
   std::optional<acquirer::Capture> capture;                      // kCaptured, kMismatch
   std::optional<std::string> decline_code;                       // kDeclined
   bool never_sent = false;  // every attempt of the run provably never left the process
+  // Never sent, and at least one attempt only because this process's own connection pool was full: a
+  // local queue, not the acquirer's answer nor its absence.
+  bool queued_out = false;
 };
 
 // The facts of a finished run (RetryRun::last and RetryRun::evidence).
