@@ -20,6 +20,8 @@ inline EnvChanges FastChargeApiEnv(const std::string& database_url, int acquirer
   return EnvChanges{{"DATABASE_URL", database_url},
                     {"HTTP_ADDRESS", "127.0.0.1"},
                     {"HTTP_PORT", "0"},
+                    {"ADMIN_ADDRESS", "127.0.0.1"},
+                    {"ADMIN_PORT", "0"},
                     {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(acquirer_port)},
                     {"ACQUIRER_API_KEY", acquirer_api_key},
                     {"ACQUIRER_REQUEST_TIMEOUT", "1s"},

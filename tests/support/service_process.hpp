@@ -1,5 +1,6 @@
-// A daemon of ours started for an e2e test: the real binary, port 0, its environment; the port comes
-// from the "listening on HOST:PORT" line every daemon logs at start.
+// A daemon of ours started for an e2e test: the real binary, port 0, its environment; the ports come
+// from the line every daemon logs at start: "listening on HOST:PORT" for its API, "admin on HOST:PORT"
+// for its admin port (probes and metrics), either or both.
 #pragma once
 
 #include <chrono>
@@ -19,13 +20,17 @@ class ServiceProcess {
   ServiceProcess(std::vector<std::string> argv, EnvChanges env,
                  std::chrono::milliseconds startup_timeout = std::chrono::seconds{20});
 
+  // The API port (acquirer-sim's only port); 0 for a daemon with an admin port alone (outbox-relay).
   std::uint16_t port() const { return port_; }
+  // /healthz, /readyz, /metrics; 0 for a daemon without one (acquirer-sim).
+  std::uint16_t admin_port() const { return admin_port_; }
   ChildProcess& process() { return *process_; }
   std::string Output() const { return process_->CurrentOutput(); }
 
  private:
   std::unique_ptr<ChildProcess> process_;
   std::uint16_t port_ = 0;
+  std::uint16_t admin_port_ = 0;
 };
 
 // Polls `condition` every few milliseconds until it holds or `timeout` passes; returns its last value.

@@ -1,36 +1,72 @@
-// ApiKeyCache: merchant authentication with a short-lived memory of recent answers, so a request costs
-// no database round trip for its API key. A revoked key stops working within the TTL.
+// ApiKeyCache: merchant authentication with a bounded memory of recent answers, so that a known key costs
+// no database round trip and an unknown one costs at most one per cache TTL.
+//
+// Two LRU maps, not one: valid keys and unknown keys are remembered apart, so a flood of random keys
+// evicts only other random keys, never a merchant's. Concurrent lookups of the same key share one query
+// (single flight). A revoked key stops working within the TTL; a key issued after it was tried works
+// within the TTL too. Who may ask the database at all (per-client failed-auth limits) is the router's
+// business; this class only answers and remembers.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "charge_api_probe.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "lru_map.hpp"
+#include "token_bucket.hpp"
 
 namespace charge_outbox::charge_api {
+
+struct ApiKeyCacheOptions {
+  std::chrono::milliseconds ttl{30'000};
+  std::size_t valid_entries = 10'000;
+  std::size_t unknown_entries = 10'000;
+};
 
 // Thread-safe. Holds SHA-256 hashes of keys, never the keys.
 class ApiKeyCache {
  public:
-  ApiKeyCache(charges::ChargeStore& store, std::chrono::milliseconds ttl, std::size_t max_entries = 10'000);
+  // The store is used for Authenticate alone: charge-api gives it a connection pool of its own, so that
+  // lookups never wait for (or hold) the payments pool.
+  ApiKeyCache(charges::ChargeStore& store, ChargeApiProbe& probe, ApiKeyCacheOptions options,
+              Clock clock = SteadyNow);
+  ~ApiKeyCache();
 
-  boost::asio::awaitable<db::DbResult<std::optional<charges::Merchant>>> Authenticate(const std::string& api_key);
+  // The merchant a key belongs to, or nullopt: no such key (or revoked).
+  using Answer = std::optional<charges::Merchant>;
+
+  // What memory says of the key, without the database; nullopt when it has no fresh answer.
+  std::optional<Answer> Recall(const std::string& api_key);
+
+  // Asks the database (one query per key at a time, however many ask) and remembers the answer.
+  boost::asio::awaitable<db::DbResult<Answer>> Lookup(const std::string& api_key);
+
+  // Recall, then Lookup.
+  boost::asio::awaitable<db::DbResult<Answer>> Authenticate(const std::string& api_key);
 
  private:
+  struct Flight;
   struct Entry {
-    std::optional<charges::Merchant> merchant;
-    std::chrono::steady_clock::time_point expires;
+    Answer merchant;
+    TimePoint expires;
   };
+  void Remember(const std::string& hash, const Answer& answer);
+
   charges::ChargeStore& store_;
-  std::chrono::milliseconds ttl_;
-  std::size_t max_entries_;
+  ChargeApiProbe& probe_;
+  const ApiKeyCacheOptions options_;
+  const Clock clock_;
   std::mutex mutex_;
-  std::unordered_map<std::string, Entry> entries_;
+  LruMap<std::string, Entry> valid_;
+  LruMap<std::string, TimePoint> unknown_;
+  std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
 };
 
 // The key of "Authorization: Bearer <key>", or nullopt when the header is missing or not a bearer key.

@@ -79,6 +79,21 @@ http::Response ToResponse(const ApiError& e) {
       WithRetryAfter(r, e.retry_after);
       return r;
     }
+    case ApiErrc::kTooManyFailedAuthentications: {
+      auto r = Problem(Status::too_many_requests, "too-many-failed-authentications",
+                       "Too many requests with unknown API keys",
+                       "This client sent too many unknown API keys; nothing was looked up. Retry after the "
+                       "Retry-After delay with a valid key.");
+      WithRetryAfter(r, e.retry_after);
+      return r;
+    }
+    case ApiErrc::kRateLimited: {
+      auto r = Problem(Status::too_many_requests, "rate-limited", "Request rate limit reached",
+                       "Nothing was done. Retry after the Retry-After delay (with the same Idempotency-Key for "
+                       "a charge).");
+      WithRetryAfter(r, e.retry_after);
+      return r;
+    }
     case ApiErrc::kInternal:
       return Problem(Status::internal_server_error, "internal", "Internal error",
                      "Retry with the same Idempotency-Key; it will never charge twice.");

@@ -21,6 +21,8 @@ enum class ApiErrc {
   kIdempotencyKeyReused,  // same key, other parameters
   kRequestInFlight,       // same key, the first request still running
   kDatabaseUnavailable,   // before the intent was written: nothing was sent to the acquirer
+  kTooManyFailedAuthentications,  // this client's unknown keys used up its budget: refused before any lookup
+  kRateLimited,                   // the merchant's request rate on this instance
   kAcquirerBusy,          // this instance's acquirer connections are all taken: nothing was sent to it
   kInternal,
 };
@@ -29,7 +31,7 @@ struct ApiError {
   ApiErrc code = ApiErrc::kInternal;
   std::string detail;
   std::string field;                      // kInvalidField
-  std::chrono::seconds retry_after{0};    // kRequestInFlight, kDatabaseUnavailable, kAcquirerBusy
+  std::chrono::seconds retry_after{0};    // 409, 429 and 503 answers: their Retry-After
   std::string charge_id;                  // kIdempotencyKeyReused, kRequestInFlight: the existing charge
 };
 

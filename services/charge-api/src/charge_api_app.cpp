@@ -12,6 +12,7 @@
 
 #include <thread>
 
+#include "admin_router.hpp"
 #include "api_key_cache.hpp"
 #include "charge_api_probe.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
@@ -20,7 +21,9 @@
 #include "charge_outbox/log/log.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
 #include "charge_service.hpp"
+#include "readiness.hpp"
 #include "router.hpp"
+#include "token_bucket.hpp"
 
 namespace charge_outbox::charge_api {
 namespace {
@@ -28,6 +31,9 @@ namespace {
 namespace asio = boost::asio;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+
+// Merchants whose request rate is tracked; only authenticated merchants are, so no client can grow it.
+constexpr std::size_t kMaxMerchantsTracked = 100'000;
 
 std::string DefaultInstanceId() {
   char host[256] = {};
@@ -46,6 +52,15 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   c.http.read_timeout = r.Duration("http.read_timeout", seconds{10}, milliseconds{100});
   c.http.idle_timeout = r.Duration("http.idle_timeout", seconds{60}, milliseconds{100});
   c.http.max_connections = static_cast<std::size_t>(r.Integer("http.max_connections", 10'000, 1, 1'000'000));
+  // The admin port carries probes and the scrape; the API port the API alone (spec section 3).
+  c.admin.address = r.String("admin.address", "0.0.0.0");
+  c.admin.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));
+  c.admin.threads = 1;
+  c.admin.max_connections = 256;
+  c.admin.body_limit = 1024;
+  if (c.admin.port != 0 && c.admin.port == c.http.port) {
+    throw config::ConfigError("admin.port", "must differ from http.port: probes and metrics never share the API port");
+  }
   c.database_url = r.Secret("database.url");
   c.database_pool_size = static_cast<std::size_t>(r.Integer("database.pool_size", 16, 1, 256));
   c.database_max_queued = static_cast<std::size_t>(r.Integer("database.max_queued", 1024, 1, 1'000'000));
@@ -68,7 +83,27 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   c.pending_overdue_after = r.Duration("charge.pending_overdue_after", std::chrono::minutes{10}, seconds{1});
   c.pending_overdue_refresh = r.Duration("metrics.pending_overdue_refresh", seconds{15}, milliseconds{100});
   c.auth_cache_ttl = r.Duration("auth.cache_ttl", seconds{30}, milliseconds{0}, std::chrono::hours{1});
+  c.auth_cache_size = static_cast<std::size_t>(r.Integer("auth.cache_size", 10'000, 1, 10'000'000));
+  c.auth_unknown_cache_size =
+      static_cast<std::size_t>(r.Integer("auth.unknown_cache_size", 10'000, 1, 10'000'000));
+  c.auth_pool_size = static_cast<std::size_t>(r.Integer("auth.pool_size", 2, 1, 64));
+  c.auth_max_queued = static_cast<std::size_t>(r.Integer("auth.max_queued", 64, 1, 100'000));
+  c.auth_failed_rate = r.Number("auth.failed_limit.rate", 5, 0, 1e6);
+  c.auth_failed_burst = r.Number("auth.failed_limit.burst", 50, 1, 1e6);
+  c.auth_failed_clients = static_cast<std::size_t>(r.Integer("auth.failed_limit.clients", 100'000, 1, 10'000'000));
+  c.merchant_rate = r.Number("rate_limit.per_merchant.rate", 2000, 0, 1e9);
+  c.merchant_burst = r.Number("rate_limit.per_merchant.burst", 4000, 1, 1e9);
+  c.readiness_reuse = r.Duration("readiness.reuse_for", seconds{1}, milliseconds{0}, std::chrono::minutes{1});
   c.shutdown_deadline = r.Duration("shutdown.deadline", seconds{20}, milliseconds{100});
+  // On SIGTERM a charge at work finishes its attempt in flight, or the backoff it is waiting out, then
+  // records what it knows and gives its lease back: the drain must outlast both.
+  const auto longest_step = c.acquirer.request_timeout + c.acquirer.retry.max_delay;
+  if (c.shutdown_deadline <= longest_step) {
+    throw config::ConfigError("shutdown.deadline", "must be longer than acquirer.request_timeout + "
+                                                   "acquirer.retry.max_delay (" + std::to_string(longest_step.count()) +
+                                                   "ms), or a charge at work could be cut off before it records "
+                                                   "what the acquirer said");
+  }
   c.log_level = r.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
   r.RejectUnknownKeys();
   return c;
@@ -91,9 +126,26 @@ struct ChargeApiApp::Parts {
                  .lease = config.lease,
                  .deadline = config.deadline,
                  .max_acquirer_runs = config.acquirer.max_connections + config.acquirer.max_queued}),
-        keys(*store, config.auth_cache_ttl),
-        router(service, keys, database, db::EmbeddedSchemaVersion(), *registry, probe),
-        server(config.http, [this](http::Request request) { return router.Handle(std::move(request)); }) {}
+        auth_database(config.database_url, {.connections = config.auth_pool_size,
+                                            .max_queued = config.auth_max_queued,
+                                            .application_name = "charge-api-auth"}),
+        auth_store(charges::MakePgChargeStore(auth_database)),
+        keys(*auth_store, probe,
+             {.ttl = config.auth_cache_ttl,
+              .valid_entries = config.auth_cache_size,
+              .unknown_entries = config.auth_unknown_cache_size}),
+        failed_auth({.rate = config.auth_failed_rate, .burst = config.auth_failed_burst}, config.auth_failed_clients),
+        merchant_rate({.rate = config.merchant_rate, .burst = config.merchant_burst}, kMaxMerchantsTracked),
+        router(service, keys, failed_auth, merchant_rate, probe),
+        readiness_database(config.database_url,
+                           {.connections = 1, .max_queued = 16, .application_name = "charge-api-readiness"}),
+        readiness(readiness_database, db::EmbeddedSchemaVersion(), config.readiness_reuse),
+        admin_router(readiness, *registry, probe),
+        server(config.http,
+               [this](http::Request request, const asio::ip::address& peer) {
+                 return router.Handle(std::move(request), peer);
+               }),
+        admin_server(config.admin, [this](http::Request request) { return admin_router.Handle(std::move(request)); }) {}
 
   // Refreshes charges_pending_overdue: the alert that something is stuck, whatever the cause.
   asio::awaitable<void> RefreshPendingOverdue() {
@@ -120,9 +172,21 @@ struct ChargeApiApp::Parts {
   acquirer::AsioSteadyClock clock;
   acquirer::RetryPolicy policy;
   ChargeService service;
+  // API keys are looked up on connections of their own: a flood of unknown keys never waits for, or
+  // holds, a connection that payments need.
+  db::Database auth_database;
+  std::unique_ptr<charges::ChargeStore> auth_store;
   ApiKeyCache keys;
+  KeyedLimiter failed_auth;
+  KeyedLimiter merchant_rate;
   Router router;
+  // /readyz's one connection (see readiness.hpp).
+  db::Database readiness_database;
+  Readiness readiness;
+  AdminRouter admin_router;
+  // Last: destroyed first, so no handler outlives what it uses.
   http::Server server;
+  http::Server admin_server;
   std::atomic<bool> stopping{false};
 };
 
@@ -132,16 +196,20 @@ ChargeApiApp::~ChargeApiApp() {
   if (parts_->background_thread.joinable()) Stop(milliseconds{0});
 }
 
-std::uint16_t ChargeApiApp::Start() {
+ChargeApiApp::Ports ChargeApiApp::Start() {
   parts_->background_thread = std::thread([this] { parts_->background.run(); });
   asio::co_spawn(parts_->background, parts_->RefreshPendingOverdue(), asio::detached);
-  const auto port = parts_->server.Start();
-  spdlog::info("charge-api {} listening on {}:{}", parts_->config.instance_id, parts_->config.http.address, port);
-  return port;
+  const Ports ports{.api = parts_->server.Start(), .admin = parts_->admin_server.Start()};
+  spdlog::info("charge-api {} listening on {}:{}, admin on {}:{}", parts_->config.instance_id,
+               parts_->config.http.address, ports.api, parts_->config.admin.address, ports.admin);
+  return ports;
 }
 
 void ChargeApiApp::Stop(milliseconds drain) {
+  parts_->service.Drain();
   parts_->server.Stop(drain);
+  // Probes and the scrape answer until the API has drained.
+  parts_->admin_server.Stop(milliseconds{0});
   parts_->stopping = true;
   parts_->background_work.reset();
   parts_->background.stop();

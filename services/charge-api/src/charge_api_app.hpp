@@ -1,5 +1,6 @@
-// ChargeApiApp: charge-api's configuration and the object that wires it together (database pool, charge
-// store, acquirer client, service, router, HTTP server, background gauge refresh).
+// ChargeApiApp: charge-api's configuration and the object that wires it together (the payments pool, the
+// authentication and readiness connections, charge store, acquirer client, service, limits, the API and
+// admin listeners, background gauge refresh).
 #pragma once
 
 #include <chrono>
@@ -14,7 +15,8 @@
 namespace charge_outbox::charge_api {
 
 struct ChargeApiConfig {
-  http::ServerOptions http;
+  http::ServerOptions http;   // the API port
+  http::ServerOptions admin;  // the admin port: /healthz, /readyz, /metrics
   std::string database_url;  // secret: DATABASE_URL
   std::size_t database_pool_size = 16;
   std::size_t database_max_queued = 1024;
@@ -25,6 +27,16 @@ struct ChargeApiConfig {
   std::chrono::milliseconds pending_overdue_after{};
   std::chrono::milliseconds pending_overdue_refresh{};
   std::chrono::milliseconds auth_cache_ttl{};
+  std::size_t auth_cache_size = 10'000;
+  std::size_t auth_unknown_cache_size = 10'000;
+  std::size_t auth_pool_size = 2;
+  std::size_t auth_max_queued = 64;
+  double auth_failed_rate = 5;
+  double auth_failed_burst = 50;
+  std::size_t auth_failed_clients = 100'000;
+  double merchant_rate = 2000;
+  double merchant_burst = 4000;
+  std::chrono::milliseconds readiness_reuse{};
   std::chrono::milliseconds shutdown_deadline{};
   std::string log_level;
 };
@@ -38,8 +50,12 @@ class ChargeApiApp {
   explicit ChargeApiApp(ChargeApiConfig config);
   ~ChargeApiApp();
 
-  // Starts serving; returns the bound port.
-  std::uint16_t Start();
+  struct Ports {
+    std::uint16_t api = 0;
+    std::uint16_t admin = 0;
+  };
+  // Starts serving; returns the bound ports.
+  Ports Start();
   // Stops accepting, lets requests in flight finish within `drain`, then stops the rest.
   void Stop(std::chrono::milliseconds drain);
 

@@ -43,7 +43,24 @@ ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
                            .Name("charges_pending_overdue")
                            .Help("Charges still pending past the configured deadline")
                            .Register(registry)
-                           .Add({})) {}
+                           .Add({})),
+      auth_lookups_(BuildCounter()
+                        .Name("charge_api_auth_lookups_total")
+                        .Help("API keys looked up in the database (not answered from memory), by result")
+                        .Register(registry)),
+      refused_(BuildCounter()
+                   .Name("charge_api_refused_requests_total")
+                   .Help("Requests refused with 429 before any work, by reason")
+                   .Register(registry)),
+      auth_cache_entries_(BuildGauge()
+                              .Name("charge_api_auth_cache_entries")
+                              .Help("API key hashes remembered, by answer (valid, unknown)")
+                              .Register(registry)) {
+  // Every label value is known up front: the series exist (at 0) before the first event.
+  for (const char* result : {"found", "unknown", "error"}) auth_lookups_.Add({{"result", result}});
+  for (const char* reason : {"failed_auth_limit", "merchant_rate_limit"}) refused_.Add({{"reason", reason}});
+  SetAuthCacheEntries(0, 0);
+}
 
 void ChargeApiProbe::OnRequest(std::string_view route, std::string_view method, int status,
                                std::chrono::nanoseconds latency) {
@@ -69,6 +86,17 @@ void ChargeApiProbe::OnAcquirerCall(const acquirer::AttemptOutcome& outcome, std
       .Increment();
   acquirer_latency_.Add({{"operation", operation}, {"evidence", evidence}}, metrics::LatencyBuckets())
       .Observe(std::chrono::duration<double>(latency).count());
+}
+
+void ChargeApiProbe::OnAuthLookup(std::string_view result) {
+  auth_lookups_.Add({{"result", std::string(result)}}).Increment();
+}
+
+void ChargeApiProbe::OnRefused(std::string_view reason) { refused_.Add({{"reason", std::string(reason)}}).Increment(); }
+
+void ChargeApiProbe::SetAuthCacheEntries(std::size_t valid, std::size_t unknown) {
+  auth_cache_entries_.Add({{"answer", "valid"}}).Set(static_cast<double>(valid));
+  auth_cache_entries_.Add({{"answer", "unknown"}}).Set(static_cast<double>(unknown));
 }
 
 void ChargeApiProbe::SetPendingOverdue(std::int64_t count) { pending_overdue_.Set(static_cast<double>(count)); }

@@ -23,6 +23,11 @@ class ChargeApiProbe {
   void OnInFlightConflict();
   void OnAcquirerCall(const acquirer::AttemptOutcome& outcome, std::chrono::nanoseconds latency);
   void SetPendingOverdue(std::int64_t count);
+  // API keys looked up in the database, by result: found, unknown, error.
+  void OnAuthLookup(std::string_view result);
+  // Requests refused before any work, by reason: failed_auth_limit, merchant_rate_limit.
+  void OnRefused(std::string_view reason);
+  void SetAuthCacheEntries(std::size_t valid, std::size_t unknown);
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
@@ -33,6 +38,9 @@ class ChargeApiProbe {
   prometheus::Family<prometheus::Counter>& acquirer_calls_;
   prometheus::Family<prometheus::Histogram>& acquirer_latency_;
   prometheus::Gauge& pending_overdue_;
+  prometheus::Family<prometheus::Counter>& auth_lookups_;
+  prometheus::Family<prometheus::Counter>& refused_;
+  prometheus::Family<prometheus::Gauge>& auth_cache_entries_;
 };
 
 }  // namespace charge_outbox::charge_api

@@ -14,25 +14,6 @@ namespace asio = boost::asio;
 namespace bhttp = boost::beast::http;
 using http::Status;
 
-http::Response MethodNotAllowed(const char* allow) {
-  auto r = ToResponse(ApiError{ApiErrc::kMethodNotAllowed, std::string("Allowed: ") + allow});
-  r.set(bhttp::field::allow, allow);
-  return r;
-}
-
-// The request counter's method label. A label value taken from the request must come from a closed set:
-// any other method would create a series that lives as long as the process.
-std::string_view MethodLabel(bhttp::verb method) {
-  for (const auto known : {bhttp::verb::get, bhttp::verb::head, bhttp::verb::post, bhttp::verb::put,
-                           bhttp::verb::delete_, bhttp::verb::patch, bhttp::verb::options}) {
-    if (method == known) {
-      const auto name = bhttp::to_string(method);
-      return {name.data(), name.size()};
-    }
-  }
-  return "other";
-}
-
 }  // namespace
 
 struct Router::Routed {
@@ -50,37 +31,49 @@ bool IsJsonMediaType(std::string_view content_type) {
          });
 }
 
-Router::Router(ChargeService& service, ApiKeyCache& keys, db::Database& database, int schema_version,
-               metrics::Registry& registry, ChargeApiProbe& probe)
-    : service_(service),
-      keys_(keys),
-      database_(database),
-      schema_version_(schema_version),
-      registry_(registry),
-      probe_(probe) {}
+std::string ClientKey(const asio::ip::address& peer) {
+  if (peer.is_v4()) return peer.to_string();
+  const auto v6 = peer.to_v6();
+  if (v6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string();
+  auto bytes = v6.to_bytes();
+  std::fill(bytes.begin() + 8, bytes.end(), 0);
+  return asio::ip::address_v6(bytes).to_string() + "/64";
+}
 
-asio::awaitable<http::Reply> Router::Handle(http::Request request) {
+Router::Router(ChargeService& service, ApiKeyCache& keys, KeyedLimiter& failed_auth, KeyedLimiter& merchant_rate,
+               ChargeApiProbe& probe)
+    : service_(service), keys_(keys), failed_auth_(failed_auth), merchant_rate_(merchant_rate), probe_(probe) {}
+
+asio::awaitable<http::Reply> Router::Handle(http::Request request, asio::ip::address peer) {
   const auto started = std::chrono::steady_clock::now();
-  auto routed = co_await Route(request);
+  auto routed = co_await Route(request, peer);
   probe_.OnRequest(routed.route, MethodLabel(request.method()), static_cast<int>(routed.response.result_int()),
                    std::chrono::steady_clock::now() - started);
   co_return http::Reply{std::move(routed.response)};
 }
 
-asio::awaitable<http::Response> Router::Readiness() {
-  const auto version = co_await database_.SchemaVersion();
-  if (!version) {
-    co_return http::ProblemJson(Status::service_unavailable, "Not ready", "database unreachable");
+// A key memory knows costs nothing. Any other key is refused with 429 once its client has spent its
+// failed-authentication budget, before the database is asked: past that budget, garbage costs a hash and
+// a map lookup. A refused key spends one from the budget.
+asio::awaitable<std::variant<charges::Merchant, ApiError>> Router::Authenticate(const std::string& api_key,
+                                                                              const std::string& client) {
+  auto answer = keys_.Recall(api_key);
+  if (answer && *answer) co_return **answer;
+  if (const auto wait = failed_auth_.Exhausted(client)) {
+    probe_.OnRefused("failed_auth_limit");
+    co_return ApiError{ApiErrc::kTooManyFailedAuthentications, "", "", *wait};
   }
-  if (*version < schema_version_) {
-    co_return http::ProblemJson(Status::service_unavailable, "Not ready",
-                                "schema at version " + std::to_string(*version) + ", this build needs " +
-                                    std::to_string(schema_version_));
+  if (!answer) {
+    auto found = co_await keys_.Lookup(api_key);
+    if (!found) co_return ApiError{ApiErrc::kDatabaseUnavailable, "", "", std::chrono::seconds{1}};
+    answer = *found;
   }
-  co_return http::JsonResponse(Status::ok, std::string(R"({"status":"ready"})"));
+  if (*answer) co_return **answer;
+  failed_auth_.Spend(client);
+  co_return ApiError{ApiErrc::kUnauthorized};
 }
 
-asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
+asio::awaitable<Router::Routed> Router::Route(const http::Request& request, const asio::ip::address& peer) {
   // A NUL-terminated copy: Boost.URL 1.81 reads query strings with strlen, past the end of a bare view
   // into the request buffer.
   const std::string target_text(request.target().data(), request.target().size());
@@ -88,27 +81,6 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
   if (!target) co_return Routed{"other", ToResponse(ApiError{ApiErrc::kNotFound, "Malformed request target."})};
   const auto path = target->path();
   const auto method = request.method();
-
-  // Probes and scrapes are GET, like every route: any other method is a 405 naming what is allowed.
-  for (const char* operational : {"/healthz", "/readyz", "/metrics"}) {
-    if (path == operational && method != bhttp::verb::get) co_return Routed{operational, MethodNotAllowed("GET")};
-  }
-  if (path == "/healthz") {
-    co_return Routed{"/healthz", http::JsonResponse(Status::ok, std::string(R"({"status":"ok"})"))};
-  }
-  // GCC 12 miscompiles co_await inside a braced initializer (it frees a temporary twice), so every
-  // awaited response is named before it is wrapped.
-  if (path == "/readyz") {
-    auto ready = co_await Readiness();
-    co_return Routed{"/readyz", std::move(ready)};
-  }
-  if (path == "/metrics") {
-    http::Response r{Status::ok, 11};
-    r.set(bhttp::field::content_type, metrics::kTextContentType);
-    r.body() = metrics::RenderText(registry_);
-    r.prepare_payload();
-    co_return Routed{"/metrics", std::move(r)};
-  }
 
   const bool collection = path == "/v1/charges";
   const bool item = path.starts_with("/v1/charges/") && path.size() > 12 && path.find('/', 12) == std::string::npos;
@@ -124,12 +96,13 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request) {
   const auto bearer = BearerKey(std::string_view(request[bhttp::field::authorization].data(),
                                                  request[bhttp::field::authorization].size()));
   if (!bearer) co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnauthorized})};
-  const auto merchant = co_await keys_.Authenticate(*bearer);
-  if (!merchant) {
-    co_return Routed{route, ToResponse(ApiError{ApiErrc::kDatabaseUnavailable, "", "", std::chrono::seconds{1}})};
+  auto authenticated = co_await Authenticate(*bearer, ClientKey(peer));
+  if (auto* refused = std::get_if<ApiError>(&authenticated)) co_return Routed{route, ToResponse(*refused)};
+  const auto merchant_id = std::get<charges::Merchant>(std::move(authenticated)).id;
+  if (const auto wait = merchant_rate_.TryTake(merchant_id)) {
+    probe_.OnRefused("merchant_rate_limit");
+    co_return Routed{route, ToResponse(ApiError{ApiErrc::kRateLimited, "", "", *wait})};
   }
-  if (!*merchant) co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnauthorized})};
-  const auto& merchant_id = (*merchant)->id;
 
   if (item) {
     const std::string public_id(path.substr(12));

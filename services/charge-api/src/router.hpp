@@ -1,50 +1,51 @@
-// Router: the HTTP surface of charge-api (spec section 3). It authenticates, checks the media type and
-// the Idempotency-Key, parses the body, hands the work to ChargeService, and counts every request.
+// Router: the API port of charge-api (spec section 3). It authenticates (answering 429 to a client past its
+// failed-authentication budget before any database lookup), applies the merchant's request rate, checks
+// the media type and the Idempotency-Key, parses the body, hands the work to ChargeService, and counts
+// every request. Probes and metrics are on the admin port (admin_router.hpp).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/address.hpp>
 
 #include <memory>
+#include <string>
+#include <variant>
 
 #include "api_key_cache.hpp"
 #include "charge_api_probe.hpp"
-#include "charge_outbox/db/database.hpp"
 #include "charge_outbox/http/server.hpp"
-#include "charge_outbox/metrics/metrics.hpp"
 #include "charge_service.hpp"
+#include "routing.hpp"
+#include "token_bucket.hpp"
 
 namespace charge_outbox::charge_api {
 
 // Thread-safe: Handle runs concurrently on every connection.
 class Router {
  public:
-  Router(ChargeService& service, ApiKeyCache& keys, db::Database& database, int schema_version,
-         metrics::Registry& registry, ChargeApiProbe& probe);
+  // failed_auth: per client address, spent by every refused key; merchant_rate: per merchant, spent by
+  // every authenticated request.
+  Router(ChargeService& service, ApiKeyCache& keys, KeyedLimiter& failed_auth, KeyedLimiter& merchant_rate,
+         ChargeApiProbe& probe);
 
-  boost::asio::awaitable<http::Reply> Handle(http::Request request);
+  boost::asio::awaitable<http::Reply> Handle(http::Request request, boost::asio::ip::address peer);
 
  private:
   struct Routed;
-  boost::asio::awaitable<Routed> Route(const http::Request& request);
-  boost::asio::awaitable<http::Response> Readiness();
+  boost::asio::awaitable<Routed> Route(const http::Request& request, const boost::asio::ip::address& peer);
+  boost::asio::awaitable<std::variant<charges::Merchant, ApiError>> Authenticate(const std::string& api_key,
+                                                                                const std::string& client);
 
   ChargeService& service_;
   ApiKeyCache& keys_;
-  db::Database& database_;
-  int schema_version_;
-  metrics::Registry& registry_;
+  KeyedLimiter& failed_auth_;
+  KeyedLimiter& merchant_rate_;
   ChargeApiProbe& probe_;
 };
 
-// Every route charge-api serves, as (method, path template): the list docs/openapi.yaml is checked against.
-struct RouteSpec {
-  const char* method;
-  const char* path;
-};
-inline constexpr RouteSpec kRoutes[] = {
-    {"post", "/v1/charges"}, {"get", "/v1/charges"}, {"get", "/v1/charges/{id}"},
-    {"get", "/healthz"},     {"get", "/readyz"},     {"get", "/metrics"},
-};
+// The key a client's failed-authentication budget is kept under: its IPv4 address, or its IPv6 /64 (one
+// host usually holds a whole /64, so counting single IPv6 addresses would be no limit at all).
+std::string ClientKey(const boost::asio::ip::address& peer);
 
 // True for "application/json" with any parameters (charset), in any letter case.
 bool IsJsonMediaType(std::string_view content_type);

@@ -335,22 +335,45 @@ TEST_F(ChargeApiE2E, UndeclaredMethodsAre405WithAllowAsTheOpenApiDocumentDeclare
   }
 }
 
+// The admin port's routes answer any method but GET with 405 too.
+TEST_F(ChargeApiE2E, AdminRoutesAnswerUndeclaredMethodsWith405AllowGet) {
+  HttpTestClient admin(api_->admin_port());
+  for (const char* target : {"/healthz", "/readyz", "/metrics"}) {
+    for (const auto method : {bhttp::verb::trace, bhttp::verb::put, bhttp::verb::delete_, bhttp::verb::post}) {
+      const auto r = admin.Send(method, target);
+      EXPECT_EQ(r.status(), 405u) << bhttp::to_string(method) << " " << target;
+      EXPECT_EQ(r.header("Allow"), "GET") << target;
+    }
+  }
+}
+
 // The request counter's labels come from closed sets: an invented method cannot create a series.
 TEST_F(ChargeApiE2E, AnInventedMethodIsCountedAsOtherNotByItsName) {
-  HttpTestClient raw(api_->port());
+  HttpTestClient raw(api_->admin_port());
   const auto r = raw.SendRaw("BREW /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
   ASSERT_TRUE(r.ok()) << r.error.message();
   EXPECT_EQ(r.status(), 405u);
-  const auto text = client_->Get("/metrics").response.body();
+  const auto text = HttpTestClient(api_->admin_port()).Get("/metrics").response.body();
   EXPECT_THAT(text, HasSubstr(R"(charge_api_http_requests_total{method="other",route="/healthz",status="405"} 1)"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("BREW")));
 }
 
-TEST_F(ChargeApiE2E, HealthReadinessAndMetrics) {
-  EXPECT_EQ(client_->Get("/healthz").status(), 200u);
-  EXPECT_EQ(client_->Get("/readyz").status(), 200u);
+// Probes and the scrape are on the admin port (spec section 3); the API port answers them 404.
+TEST_F(ChargeApiE2E, HealthReadinessAndMetricsOnTheAdminPortOnly) {
+  ASSERT_NE(api_->admin_port(), 0) << api_->Output();
+  ASSERT_NE(api_->admin_port(), api_->port());
+  HttpTestClient admin(api_->admin_port());
+  EXPECT_EQ(admin.Get("/healthz").status(), 200u);
+  EXPECT_EQ(admin.Get("/readyz").status(), 200u);
+  for (const char* target : {"/healthz", "/readyz", "/metrics"}) {
+    const auto on_api = client_->Get(target);
+    EXPECT_EQ(on_api.status(), 404u) << target;
+    EXPECT_THAT(on_api.response.body(), ::testing::Not(HasSubstr("charge_api_"))) << target;
+  }
+  EXPECT_EQ(admin.Get("/v1/charges?idempotency_key=x", {{"Authorization", std::string("Bearer ") + kApiKey1}}).status(),
+            404u);
   ASSERT_EQ(Post("metrics-1", ChargeBody()).status(), 201u);
-  const auto metrics = client_->Get("/metrics");
+  const auto metrics = admin.Get("/metrics");
   ASSERT_EQ(metrics.status(), 200u);
   const auto& text = metrics.response.body();
   EXPECT_THAT(text, HasSubstr(R"(charge_api_http_requests_total{method="POST",route="/v1/charges",status="201"} 1)"));
@@ -398,7 +421,7 @@ TEST_F(ChargeApiE2E, DatabaseDownBeforeTheIntentIs503AndNothingIsSent) {
   EXPECT_EQ(r.status(), 503u) << r.response.body();
   EXPECT_EQ(r.header("Retry-After"), "1");
   EXPECT_TRUE(Ledger().empty());
-  EXPECT_EQ(client_->Get("/readyz").status(), 503u);
+  EXPECT_EQ(HttpTestClient(api_->admin_port()).Get("/readyz").status(), 503u);
 }
 
 // The literal outage: charge-api's own PostgreSQL server is stopped while it runs.

@@ -35,7 +35,7 @@ TEST(OpenApi, CreateChargeDocumentsEveryStatusOfTheContract) {
   const auto responses = Document()["paths"]["/v1/charges"]["post"]["responses"];
   std::set<std::string> statuses;
   for (const auto& r : responses) statuses.insert(r.first.as<std::string>());
-  EXPECT_EQ(statuses, (std::set<std::string>{"201", "202", "400", "401", "402", "409", "413", "415", "422", "503"}));
+  EXPECT_EQ(statuses, (std::set<std::string>{"201", "202", "400", "401", "402", "409", "413", "415", "422", "429", "503"}));
 }
 
 TEST(OpenApi, RequestSchemaMatchesTheParserLimits) {
@@ -48,6 +48,20 @@ TEST(OpenApi, RequestSchemaMatchesTheParserLimits) {
   for (const auto& code : schema["properties"]["currency"]["enum"]) documented.push_back(code.as<std::string>());
   const auto accepted = AcceptedCurrencies();
   EXPECT_EQ(documented, std::vector<std::string>(accepted.begin(), accepted.end()));
+}
+
+// The document is the API port: probes and the scrape are on the admin port and are not in it.
+TEST(OpenApi, DocumentsNoAdminRoute) {
+  const auto doc = Document();
+  for (const auto& r : kAdminRoutes) EXPECT_FALSE(doc["paths"][r.path].IsDefined()) << r.path;
+}
+
+TEST(OpenApi, EveryChargeRouteDocumentsTheRateLimitsWithRetryAfter) {
+  const auto doc = Document();
+  for (const auto& r : kRoutes) {
+    EXPECT_TRUE(doc["paths"][r.path][r.method]["responses"]["429"].IsDefined()) << r.method << " " << r.path;
+  }
+  EXPECT_TRUE(doc["components"]["responses"]["TooManyRequests"]["headers"]["Retry-After"].IsDefined());
 }
 
 TEST(OpenApi, EveryChargeRouteDocumentsTheDatabaseOutageAndEveryPathTheUndeclaredMethod) {

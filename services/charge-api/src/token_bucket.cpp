@@ -1,0 +1,74 @@
+#include "token_bucket.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace charge_outbox::charge_api {
+
+void TokenBucket::Refill(const TokenBucketRule& rule, TimePoint now) {
+  if (now <= updated_) return;
+  const double elapsed = std::chrono::duration<double>(now - updated_).count();
+  tokens_ = std::min(rule.burst, tokens_ + elapsed * rule.rate);
+  updated_ = now;
+}
+
+bool TokenBucket::TryTake(const TokenBucketRule& rule, TimePoint now) {
+  Refill(rule, now);
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
+void TokenBucket::Spend(const TokenBucketRule& rule, TimePoint now) {
+  Refill(rule, now);
+  tokens_ = std::max(0.0, tokens_ - 1);
+}
+
+bool TokenBucket::Empty(const TokenBucketRule& rule, TimePoint now) {
+  Refill(rule, now);
+  return tokens_ < 1;
+}
+
+std::chrono::seconds TokenBucket::RetryAfter(const TokenBucketRule& rule) const {
+  if (rule.rate <= 0) return std::chrono::seconds{1};
+  const double wait = std::ceil((1 - tokens_) / rule.rate);
+  return std::chrono::seconds{std::max<long long>(1, static_cast<long long>(wait))};
+}
+
+KeyedLimiter::KeyedLimiter(TokenBucketRule rule, std::size_t max_keys, Clock clock)
+    : rule_(rule), clock_(std::move(clock)), buckets_(max_keys) {}
+
+std::optional<std::chrono::seconds> KeyedLimiter::TryTake(const std::string& key) {
+  if (!enabled()) return std::nullopt;
+  const auto now = clock_();
+  std::lock_guard lock(mutex_);
+  auto* bucket = buckets_.Find(key);
+  if (bucket == nullptr) bucket = &buckets_.Put(key, TokenBucket(rule_, now));
+  if (bucket->TryTake(rule_, now)) return std::nullopt;
+  return bucket->RetryAfter(rule_);
+}
+
+std::optional<std::chrono::seconds> KeyedLimiter::Exhausted(const std::string& key) {
+  if (!enabled()) return std::nullopt;
+  const auto now = clock_();
+  std::lock_guard lock(mutex_);
+  auto* bucket = buckets_.Find(key);
+  if (bucket == nullptr || !bucket->Empty(rule_, now)) return std::nullopt;
+  return bucket->RetryAfter(rule_);
+}
+
+void KeyedLimiter::Spend(const std::string& key) {
+  if (!enabled()) return;
+  const auto now = clock_();
+  std::lock_guard lock(mutex_);
+  auto* bucket = buckets_.Find(key);
+  if (bucket == nullptr) bucket = &buckets_.Put(key, TokenBucket(rule_, now));
+  bucket->Spend(rule_, now);
+}
+
+std::size_t KeyedLimiter::size() const {
+  std::lock_guard lock(mutex_);
+  return buckets_.size();
+}
+
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,67 @@
+// Token buckets: the per-merchant request limit and the per-client failed-authentication limit. A bucket
+// holds up to `burst` tokens and refills at `rate` per second; a request (or a failure) spends one.
+// Limits are per instance: N replicas let a merchant through N times as fast.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "lru_map.hpp"
+
+namespace charge_outbox::charge_api {
+
+using TimePoint = std::chrono::steady_clock::time_point;
+// The time source, a parameter so that tests can move time by hand.
+using Clock = std::function<TimePoint()>;
+inline TimePoint SteadyNow() { return std::chrono::steady_clock::now(); }
+
+struct TokenBucketRule {
+  double rate = 0;   // tokens per second; 0 turns the limit off
+  double burst = 1;  // the bucket's size: how many at once after a quiet spell
+};
+
+class TokenBucket {
+ public:
+  TokenBucket(const TokenBucketRule& rule, TimePoint now) : tokens_(rule.burst), updated_(now) {}
+
+  // Spends a token if there is one.
+  bool TryTake(const TokenBucketRule& rule, TimePoint now);
+  // Spends a token whether or not one is left (never below zero).
+  void Spend(const TokenBucketRule& rule, TimePoint now);
+  bool Empty(const TokenBucketRule& rule, TimePoint now);
+  // Whole seconds until a token is back, at least 1: a Retry-After.
+  std::chrono::seconds RetryAfter(const TokenBucketRule& rule) const;
+
+ private:
+  void Refill(const TokenBucketRule& rule, TimePoint now);
+  double tokens_;
+  TimePoint updated_;
+};
+
+// A bucket per key (a merchant, a client address) for at most `max_keys` keys; the least recently seen
+// key's bucket is forgotten first (it starts full again if it comes back). Thread-safe.
+class KeyedLimiter {
+ public:
+  KeyedLimiter(TokenBucketRule rule, std::size_t max_keys, Clock clock = SteadyNow);
+
+  bool enabled() const { return rule_.rate > 0; }
+  // Spends one of the key's tokens; nullopt when it had one, else the Retry-After.
+  std::optional<std::chrono::seconds> TryTake(const std::string& key);
+  // The Retry-After while the key's bucket is empty, without spending; nullopt otherwise. Keys never
+  // spent from have no bucket, so asking costs no memory.
+  std::optional<std::chrono::seconds> Exhausted(const std::string& key);
+  void Spend(const std::string& key);
+  std::size_t size() const;
+
+ private:
+  const TokenBucketRule rule_;
+  const Clock clock_;
+  mutable std::mutex mutex_;
+  LruMap<std::string, TokenBucket> buckets_;
+};
+
+}  // namespace charge_outbox::charge_api

@@ -1,0 +1,205 @@
+// charge-api against hostile clients (issue 14, defect 1): a flood of unknown API keys costs the database
+// a bounded number of lookups and never a merchant's cached key; /readyz does not depend on the payments
+// pool; a merchant past its request rate gets 429. The real binary, PostgreSQL and acquirer-sim.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include "charge_stack.hpp"
+#include "http_test_client.hpp"
+#include "pg_test_database.hpp"
+#include "service_process.hpp"
+#include "test_env.hpp"
+
+namespace charge_outbox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr const char* kMerchant1 = "00000000-0000-4000-8000-0000000000a1";
+constexpr const char* kMerchant2 = "00000000-0000-4000-8000-0000000000a2";
+constexpr const char* kApiKey1 = "sk_test_hostile_one";
+constexpr const char* kApiKey2 = "sk_test_hostile_two";
+constexpr const char* kAcquirerKey = "ak_test_hostile";
+
+HttpHeaders Bearer(const std::string& key) { return {{"Authorization", "Bearer " + key}}; }
+
+// The value of one series in a Prometheus text exposition; -1 when absent.
+double Metric(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+class HostileClientsE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = PgTestDatabase::Create(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                                 PgTestDatabase::Schema::kMigrated);
+    InsertMerchant(*db_, kMerchant1, kApiKey1);
+    InsertMerchant(*db_, kMerchant2, kApiKey2);
+    dir_ = fs::temp_directory_path() / UniqueName("hostile_clients_e2e");
+    sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
+                                            EnvChanges{{"SERVER_PORT", "0"},
+                                                       {"DATA_DIR", (dir_ / "sim").string()},
+                                                       {"AUTH_API_KEYS", kAcquirerKey}});
+  }
+
+  void TearDown() override {
+    api_.reset();
+    sim_.reset();
+    fs::remove_all(dir_);
+  }
+
+  void StartApi(EnvChanges extra) {
+    auto env = FastChargeApiEnv(db_->url(), sim_->port(), kAcquirerKey);
+    for (auto& [k, v] : extra) env[k] = v;
+    api_ = std::make_unique<ServiceProcess>(std::vector<std::string>{CHARGE_API_BIN}, env);
+    ASSERT_NE(api_->admin_port(), 0) << api_->Output();
+  }
+
+  std::string Metrics() { return HttpTestClient(api_->admin_port()).Get("/metrics").response.body(); }
+  double Lookups(const char* result) {
+    return Metric(Metrics(), std::string("charge_api_auth_lookups_total{result=\"") + result + "\"}");
+  }
+
+  std::unique_ptr<PgTestDatabase> db_;
+  fs::path dir_;
+  std::unique_ptr<ServiceProcess> sim_;
+  std::unique_ptr<ServiceProcess> api_;
+};
+
+// Past its failed-authentication budget a client's unknown keys are refused with 429 and Retry-After
+// before any lookup; the keys it spent the budget on cost one lookup each, no more.
+TEST_F(HostileClientsE2E, AFloodOfUnknownKeysIsRefused429BeforeAnyDatabaseLookup) {
+  StartApi({{"AUTH_FAILED_LIMIT_RATE", "0.5"}, {"AUTH_FAILED_LIMIT_BURST", "10"}});
+  HttpTestClient client(api_->port());
+  ASSERT_EQ(client.Get("/v1/charges?idempotency_key=warm", Bearer(kApiKey1)).status(), 404u);  // cached now
+  int unauthorized = 0, limited = 0;
+  for (int i = 0; i < 500; ++i) {
+    const auto r = client.Get("/v1/charges?idempotency_key=x", Bearer("sk_garbage_" + std::to_string(i)));
+    ASSERT_TRUE(r.ok()) << r.error.message();
+    if (r.status() == 401) ++unauthorized;
+    if (r.status() == 429) {
+      ++limited;
+      EXPECT_EQ(r.header("Content-Type"), "application/problem+json");
+      EXPECT_GE(std::stoi(r.header("Retry-After")), 1);
+      EXPECT_THAT(r.response.body(), HasSubstr("too-many-failed-authentications"));
+    }
+  }
+  EXPECT_LE(unauthorized, 12);  // the burst, and what refilled while the loop ran
+  EXPECT_GE(limited, 488);
+  EXPECT_EQ(Lookups("unknown"), unauthorized) << "a refused key must cost no lookup";
+  EXPECT_EQ(Metric(Metrics(), R"(charge_api_refused_requests_total{reason="failed_auth_limit"})"), limited);
+  // A merchant's key that memory knows still works from the same client.
+  EXPECT_EQ(client.Get("/v1/charges?idempotency_key=warm", Bearer(kApiKey1)).status(), 404u);
+}
+
+// The old cache started over (valid keys too) at 10,000 entries. The key is revoked after its first use:
+// while it is remembered it still works (within auth.cache_ttl, as documented); had the flood made the
+// instance forget it, the next request would look it up and get 401.
+TEST_F(HostileClientsE2E, AValidKeyIsStillRememberedAfterTwentyThousandUnknownKeys) {
+  StartApi({{"AUTH_FAILED_LIMIT_RATE", "0"}, {"AUTH_CACHE_TTL", "1h"}});
+  ASSERT_EQ(HttpTestClient(api_->port()).Get("/v1/charges?idempotency_key=k", Bearer(kApiKey1)).status(), 404u);
+  db_->Execute("UPDATE api_keys SET revoked_at = now()");
+  constexpr int kThreads = 4, kKeysEach = 5'000;
+  std::atomic<int> unauthorized{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      HttpTestClient client(api_->port());
+      for (int i = 0; i < kKeysEach; ++i) {
+        const auto key = "sk_flood_" + std::to_string(t) + "_" + std::to_string(i);
+        if (client.Get("/v1/charges?idempotency_key=k", Bearer(key)).status() == 401) ++unauthorized;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_EQ(unauthorized.load(), kThreads * kKeysEach);
+  EXPECT_EQ(HttpTestClient(api_->port()).Get("/v1/charges?idempotency_key=k", Bearer(kApiKey1)).status(), 404u)
+      << "the flood made charge-api forget a merchant's key";
+  EXPECT_EQ(Lookups("found"), 1);
+}
+
+// Concurrent requests with the same unknown key share one lookup, and later ones are answered from memory.
+TEST_F(HostileClientsE2E, ManyConnectionsWithTheSameUnknownKeyCostOneLookup) {
+  StartApi({{"AUTH_FAILED_LIMIT_RATE", "0"}});
+  constexpr int kThreads = 16;
+  std::vector<std::thread> threads;
+  std::atomic<int> unauthorized{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      HttpTestClient client(api_->port());
+      for (int i = 0; i < 20; ++i) {
+        if (client.Get("/v1/charges/ch_x", Bearer("sk_the_same_garbage")).status() == 401) ++unauthorized;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(unauthorized.load(), kThreads * 20);
+  EXPECT_EQ(Lookups("unknown"), 1);
+}
+
+// /readyz has a connection of its own: with the payments pool's one connection stuck behind a lock, the
+// instance still answers ready at once (the old /readyz queued behind the stuck charge).
+TEST_F(HostileClientsE2E, ReadinessAnswersWhileThePaymentsPoolIsExhausted) {
+  StartApi({{"DATABASE_POOL_SIZE", "1"}});
+  ASSERT_EQ(HttpTestClient(api_->admin_port()).Get("/readyz").status(), 200u);
+  std::thread locker([&] {
+    RunProcess({"/usr/bin/psql", "-X", "-q", db_->url(), "-c",
+                "BEGIN; LOCK TABLE charges IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(4); COMMIT;"},
+               {}, 30s);
+  });
+  ASSERT_TRUE(Eventually([&] {
+    return db_->Scalar("SELECT count(*) FROM pg_locks WHERE relation = 'charges'::regclass AND granted") != "0";
+  }));
+  std::thread charge([&] {
+    HttpTestClient client(api_->port(), "127.0.0.1", 30s);
+    auto headers = Bearer(kApiKey1);
+    headers.emplace_back("Idempotency-Key", "stuck-1");
+    headers.emplace_back("Content-Type", "application/json");
+    client.Post("/v1/charges",
+                R"({"amount": 100, "currency": "BRL", "order_id": "o-1", "payment_method": "pm_tok_visa"})", headers);
+  });
+  // The pool's only connection waits for the lock.
+  EXPECT_TRUE(Eventually([&] {
+    return db_->Scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'charge-api' AND "
+                       "wait_event_type = 'Lock'") != "0";
+  }));
+  std::this_thread::sleep_for(1100ms);  // past the reuse of the last answer: this one asks the database
+  HttpTestClient admin(api_->admin_port(), "127.0.0.1", 1s);
+  const auto started = std::chrono::steady_clock::now();
+  const auto ready = admin.Get("/readyz");
+  EXPECT_TRUE(ready.ok()) << ready.error.message();
+  EXPECT_EQ(ready.status(), 200u) << ready.response.body();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 500ms);
+  charge.join();
+  locker.join();
+}
+
+// Per merchant and per instance: a burst, then the rate; another merchant is not affected.
+TEST_F(HostileClientsE2E, AMerchantPastItsRateGets429ProblemJsonWithRetryAfter) {
+  StartApi({{"RATE_LIMIT_PER_MERCHANT_RATE", "0.2"}, {"RATE_LIMIT_PER_MERCHANT_BURST", "3"}});
+  HttpTestClient client(api_->port());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(client.Get("/v1/charges?idempotency_key=k", Bearer(kApiKey1)).status(), 404u) << i;
+  }
+  const auto limited = client.Get("/v1/charges?idempotency_key=k", Bearer(kApiKey1));
+  ASSERT_EQ(limited.status(), 429u) << limited.response.body();
+  EXPECT_EQ(limited.header("Content-Type"), "application/problem+json");
+  EXPECT_EQ(limited.header("Retry-After"), "5");
+  EXPECT_EQ(std::string(limited.json().at("type").as_string()), "urn:charge-outbox:problem:rate-limited");
+  EXPECT_EQ(limited.json().at("status").as_int64(), 429);
+  EXPECT_EQ(client.Get("/v1/charges?idempotency_key=k", Bearer(kApiKey2)).status(), 404u);
+  EXPECT_EQ(Metric(Metrics(), R"(charge_api_refused_requests_total{reason="merchant_rate_limit"})"), 1);
+}
+
+}  // namespace
+}  // namespace charge_outbox::testing
