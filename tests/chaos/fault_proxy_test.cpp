@@ -37,12 +37,13 @@ class EchoServer {
       for (;;) {
         const int c = ::accept(fd_, nullptr, nullptr);
         if (c < 0) return;
-        workers_.emplace_back([c] {
+        workers_.emplace_back([this, c] {
           char buf[4096];
           for (ssize_t n; (n = ::read(c, buf, sizeof buf)) > 0;) {
             if (::write(c, buf, static_cast<std::size_t>(n)) != n) break;
           }
           ::close(c);
+          ++ended_;
         });
       }
     });
@@ -54,10 +55,13 @@ class EchoServer {
     for (auto& w : workers_) w.detach();
   }
   std::uint16_t port() const { return port_; }
+  // Connections whose client side (the proxy) closed or reset them.
+  int ended() const { return ended_.load(); }
 
  private:
   int fd_ = -1;
   std::uint16_t port_ = 0;
+  std::atomic<int> ended_{0};
   std::thread thread_;
   std::vector<std::thread> workers_;
 };
@@ -73,7 +77,11 @@ class Client {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   }
-  ~Client() { ::close(fd_); }
+  ~Client() { Close(); }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
   bool Send(const std::string& s) { return ::write(fd_, s.data(), s.size()) == static_cast<ssize_t>(s.size()); }
   // Up to `n` bytes within `timeout`; "" on timeout, "<closed>" or "<reset>" when the peer ended it.
   std::string Receive(std::size_t n, std::chrono::milliseconds timeout) {
@@ -136,6 +144,29 @@ TEST_F(FaultProxyTest, ABlackHoleNeitherAnswersNorClosesAndHealsInOrder) {
   proxy_.Pass();
   EXPECT_EQ(c.Receive(3, 2s), "bcd");
   EXPECT_EQ(late.Receive(1, 2s), "z");
+}
+
+// A client that gives up during a partition ends the upstream connection too (a real server's keepalives
+// would, later): a database session abandoned behind a black hole does not keep its locks forever.
+TEST_F(FaultProxyTest, AClientClosingDuringABlackHoleEndsTheUpstreamConnection) {
+  Client c(proxy_.port());
+  ASSERT_TRUE(c.Send("a"));
+  ASSERT_EQ(c.Receive(1, 2s), "a");
+  Client other(proxy_.port());
+  ASSERT_TRUE(other.Send("b"));
+  ASSERT_EQ(other.Receive(1, 2s), "b");
+  proxy_.BlackHole();
+  ASSERT_TRUE(c.Send("unread"));  // bytes in front of the close, which the proxy does not read
+  c.Close();
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while ((echo_.ended() < 1 || proxy_.open() > 1) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(echo_.ended(), 1);
+  EXPECT_EQ(proxy_.open(), 1u);  // the other connection is still partitioned, not ended
+  proxy_.Pass();
+  ASSERT_TRUE(other.Send("c"));
+  EXPECT_EQ(other.Receive(1, 2s), "c");
 }
 
 TEST_F(FaultProxyTest, ResetAbortsOpenConnectionsAndRefusesNewOnes) {

@@ -12,6 +12,10 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/asio/write.hpp>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <array>
 #include <atomic>
 #include <set>
@@ -51,7 +55,11 @@ struct FaultProxy::State : std::enable_shared_from_this<State> {
   asio::awaitable<void> Serve(std::shared_ptr<Connection> c) {
     live.insert(c);
     ++open;
-    co_await WhileBlackHoled();
+    co_await WhileBlackHoled(*c);
+    if (!c->client.is_open()) {  // the client gave up during the partition
+      Forget(c);
+      co_return;
+    }
     if (mode == Mode::kReset) {
       Kill(*c);
     } else {
@@ -82,11 +90,11 @@ struct FaultProxy::State : std::enable_shared_from_this<State> {
   asio::awaitable<void> Pump(std::shared_ptr<Connection> c, tcp::socket& from, tcp::socket& to) {
     std::array<char, 16 * 1024> buffer;
     for (;;) {
-      co_await WhileBlackHoled();
+      co_await WhileBlackHoled(*c);
       const auto [rec, n] = co_await from.async_read_some(asio::buffer(buffer), asio::as_tuple(asio::use_awaitable));
       if (rec) break;
       // Read just before a partition began: held, and delivered in order once it heals.
-      co_await WhileBlackHoled();
+      co_await WhileBlackHoled(*c);
       if (mode == Mode::kDelay) {
         asio::steady_timer hold(io, delay);
         co_await hold.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -99,9 +107,43 @@ struct FaultProxy::State : std::enable_shared_from_this<State> {
     Kill(*c);
   }
 
-  asio::awaitable<void> WhileBlackHoled() {
-    while (mode == Mode::kBlackHole) {
+  // Returns when the partition heals, or when the connection was ended meanwhile (EndClosedDuringPartition).
+  asio::awaitable<void> WhileBlackHoled(const Connection& c) {
+    while (mode == Mode::kBlackHole && c.client.is_open()) {
       co_await changed.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+
+  // Whether the peer of `s` ended the connection (its FIN or RST arrived), read from the kernel without
+  // reading the socket: during a partition the bytes in front of a FIN stay unread.
+  static bool PeerEnded(tcp::socket& s) {
+    if (!s.is_open()) return false;
+    tcp_info info{};
+    socklen_t length = sizeof info;
+    if (::getsockopt(s.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return false;
+    return info.tcpi_state == TCP_CLOSE_WAIT || info.tcpi_state == TCP_CLOSE;
+  }
+
+  // During a partition, a side that gives up and closes its end has the other end closed too (RST): what
+  // the other side's TCP keepalives or tcp_user_timeout would do over a real partition, only sooner. So a
+  // client that abandons a black-holed PostgreSQL connection ends the server's session, as it would in
+  // production once the server's keepalives fire, and the session's advisory locks go with it.
+  asio::awaitable<void> EndClosedDuringPartition() {
+    asio::steady_timer tick(io);
+    for (;;) {
+      tick.expires_after(std::chrono::milliseconds{50});
+      const auto [ec] = co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      if (mode != Mode::kBlackHole) continue;
+      bool ended = false;
+      for (const auto& c : live) {
+        if (PeerEnded(c->client) || PeerEnded(c->upstream)) {
+          Kill(*c);
+          ended = true;
+        }
+      }
+      // Wake the ended connections' pumps, which then finish; the others wait on.
+      if (ended) changed.cancel();
     }
   }
 
@@ -160,6 +202,7 @@ struct FaultProxy::State : std::enable_shared_from_this<State> {
 FaultProxy::FaultProxy(std::string upstream_host, std::uint16_t upstream_port, std::uint16_t listen_port)
     : state_(std::make_shared<State>(std::move(upstream_host), upstream_port, listen_port)) {
   asio::co_spawn(state_->io, state_->Accept(), asio::detached);
+  asio::co_spawn(state_->io, state_->EndClosedDuringPartition(), asio::detached);
   state_->thread = std::thread([s = state_] { s->io.run(); });
 }
 

@@ -8,6 +8,9 @@
 //                   closes (their writes fill the socket buffers, then block), like a partitioned link.
 //                   New connections are accepted and hang the same way. Pass() heals it: what was
 //                   written meanwhile arrives, in order, as TCP would deliver it after the partition.
+//                   A side that closes its end meanwhile (FIN or RST) has the other end reset, as the
+//                   other side's keepalives would end it over a real partition (a client that gives up
+//                   on a black-holed PostgreSQL ends its server session, and the session's locks).
 //   Reset()         every open connection is reset (RST, both sides); new ones are reset on accept
 //   Refuse()        the port stops listening and open connections are reset: a connect is refused, as
 //                   when the upstream's process is gone. Any other mode listens again, on the same port.

@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 
+#include "charge_outbox/db/database.hpp"
 #include "charge_outbox/util/sha256.hpp"
 
 namespace charge_outbox::db {
@@ -26,9 +27,15 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
   execution_ms integer     NOT NULL
 ))sql";
 
+// The network settings every connection has (a hung server fails the start-up check or the migration in
+// seconds), but no statement or idle-in-transaction timeout: a migration may build an index for minutes
+// and bounds its waits with its own lock_timeout.
 pqxx::connection Connect(const std::string& url) {
+  ConnectionSettings settings;
+  settings.statement_timeout = std::chrono::milliseconds{0};
+  settings.idle_in_transaction_timeout = std::chrono::milliseconds{0};
   try {
-    return pqxx::connection(url);
+    return pqxx::connection(ConnectionString(url, "", settings));
   } catch (const pqxx::broken_connection& e) {
     throw MigrationError(MigrationErrc::kDatabaseUnavailable,
                          std::string("cannot connect to the database: ") + e.what() +

@@ -33,6 +33,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "charge_outbox/db/database.hpp"
+#include "db/call_deadline.hpp"
+
 namespace charge_outbox::db {
 
 struct PgPoolOptions {
@@ -41,12 +44,16 @@ struct PgPoolOptions {
   // beats a queue that grows until every request times out.
   std::size_t max_queued = 1024;
   std::string application_name;
+  // Timeouts of every connection, and call_timeout: a job still waiting for a connection past it fails
+  // without being sent (PoolOverloaded), one still running is cut short (see CallDeadlines).
+  ConnectionSettings connection;
 };
 
 // The pool refused the job because its queue is full; nothing was sent to the database.
 class PoolOverloaded : public std::runtime_error {
  public:
   PoolOverloaded() : std::runtime_error("database pool queue is full") {}
+  explicit PoolOverloaded(const std::string& why) : std::runtime_error(why) {}
 };
 
 class PgPool {
@@ -85,14 +92,19 @@ class PgPool {
   static Task MakeTask(F f) {
     return std::make_unique<TaskOf<F>>(std::move(f));
   }
+  struct Queued {
+    Task task;
+    CallDeadlines::Clock::time_point deadline;  // call_timeout after submission
+  };
   void Submit(Task task);
   void WorkerLoop();
 
   std::string url_;
   PgPoolOptions options_;
+  CallDeadlines deadlines_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Task> queue_;
+  std::deque<Queued> queue_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };

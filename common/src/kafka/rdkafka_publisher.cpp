@@ -6,6 +6,7 @@
 #include <librdkafka/rdkafka.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 
@@ -90,12 +91,16 @@ class RdKafkaPublisher final : public EventPublisher {
     results_.assign(messages.size(), DeliveryResult{DeliveryStatus::kAbandoned, "no delivery report"});
     reported_.assign(messages.size(), false);
     remaining_ = messages.size();
+    const auto deadline = options_.delivery_deadline.count() > 0
+                              ? std::chrono::steady_clock::now() + options_.delivery_deadline
+                              : std::chrono::steady_clock::time_point::max();
+    auto waiting = [&] { return !cancel.load() && !fatal() && std::chrono::steady_clock::now() < deadline; };
     for (std::size_t i = 0; i < messages.size(); ++i) {
       const auto& m = messages[i];
       while (true) {
         const auto err = Produce(m, i);
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;
-        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && !cancel.load() && !fatal()) {
+        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && waiting()) {
           rd_kafka_poll(rk_, 100);  // serves delivery reports, which frees queue space
           continue;
         }
@@ -105,7 +110,19 @@ class RdKafkaPublisher final : public EventPublisher {
     }
     // flush, not poll: it serves the reports the same way, and it sends what lingers at once (linger.ms is
     // ignored while it runs), so linger.ms batches the burst of produce calls without delaying its tail.
-    while (remaining_ > 0 && !cancel.load() && !fatal()) rd_kafka_flush(rk_, 100);
+    while (remaining_ > 0 && waiting()) rd_kafka_flush(rk_, 100);
+    if (remaining_ > 0 && !cancel.load() && !fatal()) {
+      // The deadline passed: what is still queued (never sent) is dropped, so that it does not go out
+      // late beside the next batch's copy; what is in flight is left to librdkafka (purging it would
+      // break the idempotent producer's sequence). Their late reports belong to this batch: ignored.
+      rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_NON_BLOCKING);
+      const std::string why =
+          "no delivery report within the delivery deadline (" + std::to_string(options_.delivery_deadline.count()) +
+          "ms): kafka.message_timeout + kafka.socket_timeout";
+      for (std::size_t i = 0; i < results_.size(); ++i) {
+        if (!reported_[i]) results_[i] = {DeliveryStatus::kAbandoned, why};
+      }
+    }
     if (fatal()) {
       for (std::size_t i = 0; i < results_.size(); ++i) {
         if (!reported_[i]) results_[i] = {DeliveryStatus::kFatal, fatal_reason()};

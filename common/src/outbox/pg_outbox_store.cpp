@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <set>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include "charge_outbox/db/database.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
 #include "charge_outbox/util/time.hpp"
+#include "db/call_deadline.hpp"
 #include "db/db_errors.hpp"
 
 namespace charge_outbox::outbox {
@@ -102,8 +104,9 @@ std::vector<int> ReadInts(const pqxx::result& r) {
 
 // Opens a connection that is never silently reopened: libpqxx 6 would otherwise reconnect a broken
 // session behind our back, and a new session holds none of the old one's advisory locks.
-std::unique_ptr<pqxx::connection> Connect(const std::string& url, const std::string& application_name) {
-  auto conn = std::make_unique<pqxx::connection>(db::WithApplicationName(url, application_name));
+std::unique_ptr<pqxx::connection> Connect(const std::string& url, const std::string& application_name,
+                                          const db::ConnectionSettings& settings) {
+  auto conn = std::make_unique<pqxx::connection>(db::ConnectionString(url, application_name, settings));
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   conn->inhibit_reactivation(true);
@@ -112,6 +115,19 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& url, const std::str
   // created_at travels back to us as text (part of a row's key): one fixed time zone makes it exact.
   tx.exec("SET TIME ZONE 'UTC'");
   return conn;
+}
+
+// The deadline of one call on a session's own connection (see db::CallDeadlines); `allowance` is time
+// the call spends waiting by design (a notification wait).
+db::CallDeadlines::Armed ArmDeadline(db::CallDeadlines& deadlines, const pqxx::connection& conn,
+                                     const db::ConnectionSettings& settings,
+                                     std::chrono::milliseconds allowance = std::chrono::milliseconds{0}) {
+  return deadlines.Arm(conn.sock(), db::CallDeadlines::Clock::now() + settings.call_timeout + allowance);
+}
+
+db::DbError NoAnswer(const db::ConnectionSettings& settings) {
+  return {db::DbErrc::kUnavailable,
+          "no answer within database.call_timeout (" + std::to_string(settings.call_timeout.count()) + "ms)"};
 }
 
 class InsertReceiver final : public pqxx::notification_receiver {
@@ -125,14 +141,16 @@ class InsertReceiver final : public pqxx::notification_receiver {
 
 class PgRelaySession final : public RelaySession {
  public:
-  PgRelaySession(std::string url, std::string application_name)
-      : url_(std::move(url)), application_name_(std::move(application_name)) {}
+  PgRelaySession(std::string url, std::string application_name, db::ConnectionSettings settings)
+      : url_(std::move(url)), application_name_(std::move(application_name)), settings_(settings) {}
   ~PgRelaySession() override { Close(); }
 
   DbResult<void> Open() override {
     Close();
+    std::optional<db::CallDeadlines::Armed> armed;
     try {
-      conn_ = Connect(url_, application_name_);
+      conn_ = Connect(url_, application_name_, settings_);
+      armed.emplace(ArmDeadline(deadlines_, *conn_, settings_));
       for (const auto& [name, sql] : kRelayStatements) conn_->prepare(name, sql);
       receiver_ = std::make_unique<InsertReceiver>(*conn_, notified_);
       backend_pid_ = conn_->backendpid();
@@ -155,6 +173,8 @@ class PgRelaySession final : public RelaySession {
       return {};
     } catch (...) {
       auto error = db::CurrentDbError();
+      if (armed && armed->expired()) error = NoAnswer(settings_);
+      armed.reset();
       Close();
       return error;
     }
@@ -243,7 +263,7 @@ class PgRelaySession final : public RelaySession {
         e.position = row[6].as<std::int64_t>();
         e.traceparent = row[7].as<std::string>();
         e.created_at_us = row[8].as<std::int64_t>();
-        e.time = util::FormatRfc3339(util::FromUnixMicros(e.created_at_us));
+        e.time = util::FormatRfc3339Micros(e.created_at_us);
         e.wave = wave;
         out.push_back(std::move(e));
       }
@@ -310,7 +330,7 @@ class PgRelaySession final : public RelaySession {
   }
 
   DbResult<bool> WaitForInsert(std::chrono::milliseconds timeout) override {
-    return Guarded<bool>([&] {
+    return Guarded<bool>(timeout, [&] {
       conn_->get_notifs();
       if (!notified_ && timeout.count() > 0) {
         conn_->await_notification(static_cast<long>(timeout.count() / 1000), static_cast<long>(timeout.count() % 1000) * 1000);
@@ -324,11 +344,20 @@ class PgRelaySession final : public RelaySession {
  private:
   // Runs `job` on the open session; any failure is converted, and a session that broke (or was
   // silently replaced) is closed, so that the caller reopens it and starts over with no shards.
+  // Each call has its deadline (database.call_timeout, plus `waiting` for a call that waits by design):
+  // a session that stops answering is closed, its shards given up, rather than holding the loop.
   template <typename T, typename Job>
   DbResult<T> Guarded(Job job) {
+    return Guarded<T>(std::chrono::milliseconds{0}, std::move(job));
+  }
+  template <typename T, typename Job>
+  DbResult<T> Guarded(std::chrono::milliseconds waiting, Job job) {
     if (!IsOpen()) return DbError{DbErrc::kUnavailable, "relay session is not open"};
+    std::optional<db::CallDeadlines::Armed> armed(ArmDeadline(deadlines_, *conn_, settings_, waiting));
     try {
       T value = job();
+      if (armed->expired()) throw pqxx::broken_connection("deadline");  // answered as the socket closed
+      armed.reset();
       if (conn_->backendpid() != backend_pid_) {
         Close();
         return DbError{DbErrc::kUnavailable, "relay session was replaced"};
@@ -336,7 +365,12 @@ class PgRelaySession final : public RelaySession {
       return value;
     } catch (...) {
       auto error = db::CurrentDbError();
-      if (error.code == DbErrc::kUnavailable || error.code == DbErrc::kInDoubt || !conn_->is_open()) Close();
+      const bool expired = armed && armed->expired();
+      armed.reset();
+      if (expired) error = NoAnswer(settings_);
+      if (expired || error.code == DbErrc::kUnavailable || error.code == DbErrc::kInDoubt || !conn_->is_open()) {
+        Close();
+      }
       return error;
     }
   }
@@ -344,6 +378,8 @@ class PgRelaySession final : public RelaySession {
 
   std::string url_;
   std::string application_name_;
+  db::ConnectionSettings settings_;
+  db::CallDeadlines deadlines_;
   std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<InsertReceiver> receiver_;
   bool notified_ = false;
@@ -355,8 +391,8 @@ class PgRelaySession final : public RelaySession {
 
 class PgOutboxAdmin final : public OutboxAdmin {
  public:
-  PgOutboxAdmin(std::string url, std::string application_name)
-      : url_(std::move(url)), application_name_(std::move(application_name)) {}
+  PgOutboxAdmin(std::string url, std::string application_name, db::ConnectionSettings settings)
+      : url_(std::move(url)), application_name_(std::move(application_name)), settings_(settings) {}
 
   DbResult<BacklogStats> Backlog() override {
     return Run<BacklogStats>([](pqxx::connection& conn) {
@@ -503,11 +539,15 @@ class PgOutboxAdmin final : public OutboxAdmin {
 
   template <typename T, typename Job>
   DbResult<T> Run(Job job) {
+    std::optional<db::CallDeadlines::Armed> armed;
     try {
-      if (!conn_ || !conn_->is_open()) conn_ = Connect(url_, application_name_);
+      if (!conn_ || !conn_->is_open()) conn_ = Connect(url_, application_name_, settings_);
+      armed.emplace(ArmDeadline(deadlines_, *conn_, settings_));
       return job(*conn_);
     } catch (...) {
       auto error = db::CurrentDbError();
+      if (armed && armed->expired()) error = NoAnswer(settings_);
+      armed.reset();
       if (conn_ && !conn_->is_open()) conn_.reset();
       if (error.code == DbErrc::kUnavailable) conn_.reset();
       return error;
@@ -516,17 +556,21 @@ class PgOutboxAdmin final : public OutboxAdmin {
 
   std::string url_;
   std::string application_name_;
+  db::ConnectionSettings settings_;
+  db::CallDeadlines deadlines_;
   std::unique_ptr<pqxx::connection> conn_;
 };
 
 }  // namespace
 
-std::unique_ptr<RelaySession> MakePgRelaySession(std::string database_url, std::string application_name) {
-  return std::make_unique<PgRelaySession>(std::move(database_url), std::move(application_name));
+std::unique_ptr<RelaySession> MakePgRelaySession(std::string database_url, std::string application_name,
+                                                 db::ConnectionSettings settings) {
+  return std::make_unique<PgRelaySession>(std::move(database_url), std::move(application_name), settings);
 }
 
-std::unique_ptr<OutboxAdmin> MakePgOutboxAdmin(std::string database_url, std::string application_name) {
-  return std::make_unique<PgOutboxAdmin>(std::move(database_url), std::move(application_name));
+std::unique_ptr<OutboxAdmin> MakePgOutboxAdmin(std::string database_url, std::string application_name,
+                                               db::ConnectionSettings settings) {
+  return std::make_unique<PgOutboxAdmin>(std::move(database_url), std::move(application_name), settings);
 }
 
 }  // namespace charge_outbox::outbox

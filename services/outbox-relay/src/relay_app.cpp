@@ -27,7 +27,10 @@ constexpr std::chrono::seconds kJoinWait{5};
 constexpr int kCountingBudget = 20;
 
 kafka::RdKafkaOptions PublisherOptions(const RelayConfig& c) {
-  return {.bootstrap_servers = c.kafka_bootstrap_servers, .topic = c.kafka_topic, .properties = c.kafka_properties};
+  return {.bootstrap_servers = c.kafka_bootstrap_servers,
+          .topic = c.kafka_topic,
+          .properties = c.kafka_properties,
+          .delivery_deadline = c.kafka_delivery_deadline};
 }
 
 RelayLoopOptions LoopOptions(const RelayConfig& c, int worker) {
@@ -50,7 +53,7 @@ RelayLoopOptions LoopOptions(const RelayConfig& c, int worker) {
 // One relay loop with what it owns: its session (a member of its own) and its producer.
 struct Worker {
   Worker(const RelayConfig& config, RelayProbe& probe, int index)
-      : session(outbox::MakePgRelaySession(config.database_url, "outbox-relay")),
+      : session(outbox::MakePgRelaySession(config.database_url, "outbox-relay", config.database)),
         publisher(kafka::MakeRdKafkaPublisher(PublisherOptions(config))),
         loop(*session, *publisher, probe, LoopOptions(config, index)) {}
 
@@ -68,7 +71,7 @@ struct RelayApp::Parts {
       : config(std::move(c)),
         registry(metrics::NewRegistry()),
         probe(*registry, config.workers),
-        admin(outbox::MakePgOutboxAdmin(config.database_url, "outbox-relay-admin")),
+        admin(outbox::MakePgOutboxAdmin(config.database_url, "outbox-relay-admin", config.database)),
         server(config.http, [this](http::Request request) { return Handle(std::move(request)); }) {
     for (int i = 0; i < config.workers; ++i) workers.push_back(std::make_unique<Worker>(config, probe, i));
   }
@@ -79,6 +82,14 @@ struct RelayApp::Parts {
       if (const int code = w->exit.load(); code >= 0) return code;
     }
     return -1;
+  }
+  // Every loop finished a step within relay.liveness_timeout (RelayLoop::last_progress).
+  bool Live() const {
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& w : workers) {
+      if (now - w->loop.last_progress() > config.liveness_timeout) return false;
+    }
+    return true;
   }
   bool Ready() const {
     for (const auto& w : workers) {
@@ -101,10 +112,13 @@ struct RelayApp::Parts {
       reply.response.set(bhttp::field::content_type, metrics::kTextContentType);
       reply.response.body() = metrics::RenderText(*registry);
     } else if (path == "/healthz") {
-      // Alive means the loop still runs; a loop that ended takes the process down with it anyway.
-      const bool alive = LoopExit() < 0;
-      reply.response = http::JsonResponse(alive ? Status::ok : Status::service_unavailable,
-                                          std::string(alive ? R"({"status":"ok"})" : R"({"status":"stopped"})"));
+      // Alive means every loop runs and makes progress: one stuck past relay.liveness_timeout is wedged,
+      // and a restart is what frees it (and its session's shards). A loop that ended takes the process down.
+      const bool running = LoopExit() < 0;
+      const bool alive = running && Live();
+      reply.response = http::JsonResponse(
+          alive ? Status::ok : Status::service_unavailable,
+          std::string(alive ? R"({"status":"ok"})" : running ? R"({"status":"stalled"})" : R"({"status":"stopped"})"));
     } else if (path == "/readyz") {
       const bool ready = Ready() && LoopExit() < 0;
       reply.response = http::JsonResponse(ready ? Status::ok : Status::service_unavailable,

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iterator>
 
@@ -53,10 +54,12 @@ constexpr PassThrough kSecretPassThrough[] = {
 
 RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   RelayConfig c;
-  c.http.address = r.String("http.address", "0.0.0.0");
-  c.http.port = static_cast<std::uint16_t>(r.Integer("http.port", 8080, 0, 65535));
+  // The relay has no API: its one listener is its admin port (spec section 3), named as every daemon's is.
+  c.http.address = r.String("admin.address", "0.0.0.0");
+  c.http.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));
   c.http.threads = 1;
   c.database_url = r.Secret("database.url");
+  c.database = db::LoadConnectionSettings(r);
   c.instance_id = r.String("instance.id", DefaultInstanceId());
 
   c.kafka_bootstrap_servers = r.String("kafka.bootstrap_servers", need_kafka ? std::nullopt : std::optional<std::string>(""));
@@ -72,6 +75,11 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   // How long librdkafka keeps trying one message; the batch waits for it, so it bounds a batch.
   const auto message_timeout = r.Duration("kafka.message_timeout", seconds{30}, milliseconds{1000}, std::chrono::hours{1});
   c.kafka_properties["message.timeout.ms"] = std::to_string(message_timeout.count());
+  // How long a request to a broker may go unanswered (librdkafka's default is a minute): a black-holed
+  // broker's in-flight messages are failed after it, and the batch deadline below counts on it.
+  const auto socket_timeout = r.Duration("kafka.socket_timeout", seconds{10}, milliseconds{1000}, std::chrono::minutes{5});
+  c.kafka_properties["socket.timeout.ms"] = std::to_string(socket_timeout.count());
+  c.kafka_delivery_deadline = message_timeout + socket_timeout;
   for (const auto& p : kPassThrough) {
     const auto value = r.String(p.key, std::string(p.fallback));
     if (!value.empty()) c.kafka_properties[p.property] = value;
@@ -94,6 +102,21 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   c.rebalance_interval = r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});
   c.retry_backoff = r.Duration("relay.retry_backoff", milliseconds{200}, milliseconds{1}, std::chrono::minutes{1});
   c.max_retry_backoff = r.Duration("relay.max_retry_backoff", seconds{5}, c.retry_backoff, std::chrono::minutes{10});
+  // Liveness: a loop is live while its steps end. The longest step a healthy loop takes is the longest of
+  // its bounded waits; past that (with a margin) it is wedged and Kubernetes should restart it.
+  const auto longest_step = std::max({c.database.call_timeout + c.poll_interval, c.kafka_delivery_deadline,
+                                      c.kafka_topic_timeout + seconds{1}, c.max_retry_backoff});
+  c.liveness_timeout = r.Duration("relay.liveness_timeout",
+                                  std::max<milliseconds>(seconds{30}, longest_step + seconds{10}), milliseconds{100},
+                                  std::chrono::hours{1});
+  if (c.liveness_timeout <= longest_step) {
+    throw config::ConfigError("relay.liveness_timeout",
+                              "must be longer than the longest step of a healthy relay loop (" +
+                                  std::to_string(longest_step.count()) +
+                                  "ms: the longest of database.call_timeout + relay.poll_interval, kafka.message_timeout "
+                                  "+ kafka.socket_timeout, kafka.topic_timeout + 1s, relay.max_retry_backoff), or a "
+                                  "working relay would be restarted");
+  }
 
   c.metrics_refresh = r.Duration("metrics.refresh_interval", seconds{2}, milliseconds{50}, std::chrono::minutes{10});
   c.retention_enabled = r.Boolean("retention.enabled", true);

@@ -6,14 +6,16 @@
 #include <string>
 
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/db/database.hpp"
 #include "charge_outbox/http/server.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
 
 namespace charge_outbox::outbox_relay {
 
 struct RelayConfig {
-  http::ServerOptions http;
+  http::ServerOptions http;  // admin.address/admin.port: /healthz, /readyz, /metrics (no API)
   std::string database_url;  // secret: DATABASE_URL
+  db::ConnectionSettings database;  // database.* timeouts
   std::string instance_id;
 
   std::string kafka_bootstrap_servers;
@@ -23,6 +25,9 @@ struct RelayConfig {
   int kafka_topic_replication_factor = 1;
   std::chrono::milliseconds kafka_topic_timeout{};
   std::map<std::string, std::string> kafka_properties;  // librdkafka properties, see README
+  // The longest one produce-and-wait may take: past it, messages without a report are abandoned (sent
+  // again later), whatever librdkafka still does. kafka.message_timeout + kafka.socket_timeout.
+  std::chrono::milliseconds kafka_delivery_deadline{};
 
   std::string cloudevents_source;
 
@@ -35,6 +40,8 @@ struct RelayConfig {
   std::chrono::milliseconds rebalance_interval{};
   std::chrono::milliseconds retry_backoff{};
   std::chrono::milliseconds max_retry_backoff{};
+  // /healthz answers 503 when a loop has not finished a step for this long (see RelayLoop::last_progress).
+  std::chrono::milliseconds liveness_timeout{};
 
   std::chrono::milliseconds metrics_refresh{};
   bool retention_enabled = true;

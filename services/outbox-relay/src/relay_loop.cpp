@@ -52,6 +52,7 @@ bool RelayLoop::EnsureTopic(const std::atomic<bool>& stop) {
   if (!options_.create_topic) return true;
   auto backoff = options_.retry_backoff;
   while (!stop.load()) {
+    Beat();
     const auto result =
         publisher_.EnsureTopic(options_.topic_partitions, options_.topic_replication_factor, options_.topic_timeout);
     switch (result.code) {
@@ -87,6 +88,7 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
   };
 
   while (!stop.load()) {
+    Beat();
     if (publisher_.fatal()) {
       spdlog::error("kafka producer is unusable: {}; exiting so that a fresh process takes over",
                     publisher_.fatal_reason());
@@ -205,6 +207,7 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
       messages.push_back(ToMessage(batch[i], options_.cloudevents_source));
     }
     if (messages.empty()) break;  // every charge with a later wave stopped
+    Beat();
     const auto reports = publisher_.PublishBatch(messages, stop);
     for (std::size_t j = 0; j < members.size(); ++j) {
       results[members[j]] = reports[j];

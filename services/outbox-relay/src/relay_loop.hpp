@@ -54,7 +54,15 @@ class RelayLoop {
 
   bool ready() const { return ready_.load(); }
 
+  // When the loop last finished a step: each turn (an idle one too), each wave of a batch, each try at
+  // creating the topic. Every step is bounded (database.call_timeout, the Kafka delivery deadline, the
+  // backoff), so a loop whose last step is older than the longest of those is wedged: /healthz says so.
+  std::chrono::steady_clock::time_point last_progress() const {
+    return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(progress_.load()));
+  }
+
  private:
+  void Beat() { progress_ = std::chrono::steady_clock::now().time_since_epoch().count(); }
   enum class BatchOutcome { kDone, kRetryLater, kFatal };
   BatchOutcome PublishBatch(const std::vector<outbox::OutboxEvent>& batch, const std::atomic<bool>& stop);
   bool EnsureTopic(const std::atomic<bool>& stop);
@@ -64,6 +72,7 @@ class RelayLoop {
   RelayProbe& probe_;
   RelayLoopOptions options_;
   std::atomic<bool> ready_{false};
+  std::atomic<std::chrono::steady_clock::rep> progress_{std::chrono::steady_clock::now().time_since_epoch().count()};
 };
 
 // Sleeps up to `duration`, waking early when `stop` is set.

@@ -51,7 +51,7 @@ int Change(outbox::OutboxAdmin& admin, const std::string& verb, const std::strin
 bool IsSubcommand(const std::vector<std::string>& args) { return !args.empty(); }
 
 int RunSubcommand(const RelayConfig& config, const std::vector<std::string>& args) {
-  auto admin = outbox::MakePgOutboxAdmin(config.database_url, "outbox-relay-cli");
+  auto admin = outbox::MakePgOutboxAdmin(config.database_url, "outbox-relay-cli", config.database);
   if (args[0] == "parked" && args.size() >= 2) {
     if (args[1] == "list" && args.size() <= 3) {
       int limit = 100;

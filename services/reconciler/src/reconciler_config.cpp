@@ -24,6 +24,7 @@ std::string HostName() {
 ReconcilerConfig LoadConfig(config::ConfigReader& r) {
   ReconcilerConfig c;
   c.database_url = r.Secret("database.url");
+  c.database = db::LoadConnectionSettings(r);
   c.acquirer = acquirer::LoadAcquirerClientConfig(r);
 
   auto& s = c.sweep;

@@ -7,6 +7,7 @@
 
 #include "charge_outbox/acquirer/http_acquirer_client.hpp"
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/db/database.hpp"
 #include "decision.hpp"
 
 namespace charge_outbox::reconciler {
@@ -29,6 +30,7 @@ struct PushgatewayOptions {
 
 struct ReconcilerConfig {
   std::string database_url;  // secret: DATABASE_URL
+  db::ConnectionSettings database;  // database.* timeouts
   std::size_t database_pool_size = 0;  // 0: concurrency + 2
   acquirer::AcquirerClientConfig acquirer;
   SweepOptions sweep;

@@ -1,5 +1,6 @@
 // PgPool against a real PostgreSQL: jobs run off the awaiting thread, failures come back as
-// exceptions, a connection the server killed is replaced, and a full queue refuses at once.
+// exceptions, a connection the server killed is replaced, a full queue refuses at once, the sessions
+// carry the server-side timeouts, and a job on a black-holed connection fails within its deadline.
 #include "db/pg_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -12,8 +13,10 @@
 #include <libpq-fe.h>
 
 #include <atomic>
+#include <future>
 #include <set>
 
+#include "fault_proxy.hpp"
 #include "pg_test_database.hpp"
 
 namespace charge_outbox::db {
@@ -143,6 +146,81 @@ TEST_F(PgPoolTest, FullQueueRefusesAtOnce) {
   release.set_value();
   blocker.join();
   queued.join();
+}
+
+// The settings reach the server: each session runs with the statement and idle-in-transaction timeouts
+// and the keepalives of database.*, and a statement past statement_timeout is cancelled by the server.
+TEST_F(PgPoolTest, SessionsCarryTheServerSideTimeouts) {
+  ConnectionSettings settings;
+  settings.statement_timeout = std::chrono::milliseconds{300};
+  settings.call_timeout = std::chrono::seconds{5};
+  PgPool pool(db_->url(), {.connections = 1, .connection = settings});
+  const auto shown = pool.RunSync([](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    return tx.exec1("SELECT current_setting('statement_timeout') || ' ' ||"
+                    " current_setting('idle_in_transaction_session_timeout')")[0]
+        .as<std::string>();
+  });
+  EXPECT_EQ(shown, "300ms 10s");
+  try {
+    pool.RunSync([](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      tx.exec("SELECT pg_sleep(3)");
+    });
+    ADD_FAILURE() << "pg_sleep(3) outlived statement_timeout";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_EQ(e.sqlstate(), "57014");  // query_canceled: the server's answer, the connection still good
+  }
+  EXPECT_EQ(pool.RunSync([](pqxx::connection& c) { return pqxx::nontransaction(c).exec1("SELECT 1")[0].as<int>(); }),
+            1);
+}
+
+// A server that accepted the connection and then answers nothing (the proxy black-holes it) costs one
+// call_timeout, not the minutes TCP would wait; a job queued behind it fails within its own deadline plus
+// one connect_timeout, and the pool works again once the network heals.
+TEST_F(PgPoolTest, ABlackHoledJobFailsWithinItsDeadlineAndThePoolRecovers) {
+  PQconninfoOption* parsed = PQconninfoParse(db_->url().c_str(), nullptr);
+  std::string host;
+  std::string port;
+  std::string dbname;
+  std::string user;
+  for (auto* o = parsed; o->keyword != nullptr; ++o) {
+    const std::string k = o->keyword;
+    const std::string v = o->val != nullptr ? o->val : "";
+    if (k == "host") host = v;
+    if (k == "port") port = v;
+    if (k == "dbname") dbname = v;
+    if (k == "user") user = v;
+  }
+  PQconninfoFree(parsed);
+  testing::FaultProxy proxy(host, static_cast<std::uint16_t>(std::stoi(port)));
+  const std::string url = "host=127.0.0.1 port=" + std::to_string(proxy.port()) + " dbname=" + dbname +
+                          (user.empty() ? "" : " user=" + user);
+  ConnectionSettings settings;
+  settings.statement_timeout = std::chrono::milliseconds{500};
+  settings.call_timeout = std::chrono::seconds{1};
+  settings.connect_timeout = std::chrono::seconds{2};
+  PgPool pool(url, {.connections = 1, .connection = settings});
+  auto select1 = [](pqxx::connection& c) { return pqxx::nontransaction(c).exec1("SELECT 1")[0].as<int>(); };
+  ASSERT_EQ(pool.RunSync(select1), 1);
+
+  proxy.BlackHole();
+  const auto started = std::chrono::steady_clock::now();
+  auto queued = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    return pool.RunSync(select1);
+  });
+  EXPECT_THROW(pool.RunSync(select1), pqxx::broken_connection);
+  const auto first = std::chrono::steady_clock::now() - started;
+  EXPECT_GE(first, std::chrono::milliseconds{900});
+  EXPECT_LT(first, std::chrono::milliseconds{2500}) << "the hung job held its worker past call_timeout";
+  // The queued job reached the worker just inside its deadline and must connect first: bounded by
+  // connect_timeout (libpq's own), so a job waits at most call_timeout + connect_timeout.
+  EXPECT_ANY_THROW(queued.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds{4000});
+
+  proxy.Pass();
+  EXPECT_EQ(pool.RunSync(select1), 1);
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ TEST(ToMessageTest, KeyValueAndCloudEventsBinaryModeHeaders) {
 TEST(RelayConfigTest, DefaultsAndTheEnvironmentTheLocalStackSets) {
   auto reader = config::ConfigReader::FromString(
       "", Env({{"DATABASE_URL", "postgresql://db/x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}, {"KAFKA_TOPIC", "events"},
-               {"HTTP_PORT", "0"}}));
+               {"ADMIN_PORT", "0"}}));
   const auto c = LoadConfig(reader, true);
   EXPECT_EQ(c.database_url, "postgresql://db/x");
   EXPECT_EQ(c.kafka_bootstrap_servers, "k:9092");
@@ -94,6 +94,40 @@ TEST(RelayConfigTest, TheDaemonNeedsKafkaAndTheSubcommandsDoNot) {
   auto typo = config::ConfigReader::FromString(
       "relay:\n  batchsize: 10\n", Env({{"DATABASE_URL", "x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:1"}}));
   EXPECT_THROW(LoadConfig(typo, true), config::ConfigError);
+}
+
+// Every call has a deadline, and liveness is derived from them: a healthy loop's longest step (a Kafka
+// wave: message timeout + socket timeout, 40 s by default) never reads as wedged.
+TEST(RelayConfigTest, DeadlinesAndTheLivenessTimeoutDerivedFromThem) {
+  const std::map<std::string, std::string> base{{"DATABASE_URL", "postgresql://db/x"},
+                                                {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}};
+  auto defaults = config::ConfigReader::FromString("", Env(base));
+  const auto c = LoadConfig(defaults, true);
+  EXPECT_EQ(c.database.call_timeout, std::chrono::seconds{10});
+  EXPECT_EQ(c.database.statement_timeout, std::chrono::seconds{5});
+  EXPECT_EQ(c.kafka_properties.at("socket.timeout.ms"), "10000");
+  EXPECT_EQ(c.kafka_delivery_deadline, std::chrono::seconds{40});
+  EXPECT_EQ(c.liveness_timeout, std::chrono::seconds{50});
+
+  auto shorter = config::ConfigReader::FromString(
+      "kafka:\n  message_timeout: 2s\n  socket_timeout: 2s\n  topic_timeout: 1s\ndatabase:\n  call_timeout: 2s\n"
+      "  statement_timeout: 1s\nrelay:\n  max_retry_backoff: 1s\n  liveness_timeout: 5s\n",
+      Env(base));
+  const auto s = LoadConfig(shorter, true);
+  EXPECT_EQ(s.liveness_timeout, std::chrono::seconds{5});
+  EXPECT_EQ(s.kafka_delivery_deadline, std::chrono::seconds{4});
+
+  auto refused = [&](const std::string& yaml, const std::string& key) {
+    auto reader = config::ConfigReader::FromString(yaml, Env(base));
+    try {
+      LoadConfig(reader, true);
+      ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const config::ConfigError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(key));
+    }
+  };
+  refused("relay:\n  liveness_timeout: 20s\n", "relay.liveness_timeout");  // below the Kafka delivery deadline
+  refused("database:\n  call_timeout: 1s\n", "database.call_timeout");    // below the statement timeout
 }
 
 }  // namespace

@@ -5,10 +5,15 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/system/result.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
+
+namespace charge_outbox::config {
+class ConfigReader;
+}
 
 namespace charge_outbox::db {
 
@@ -38,15 +43,49 @@ std::string_view ToString(DbErrc code);
 // commit in doubt. A refused statement (kFailed) would be refused again.
 bool IsTransient(const DbError& error);
 
-// `url` with the session's application_name added (what pg_stat_activity shows), in the URL's own form:
-// a query parameter of a postgres:// or postgresql:// URI, a quoted keyword of a keyword/value string
-// ("host=db user=charge"). libpq accepts both as DATABASE_URL; appending "?..." to the second breaks it.
-std::string WithApplicationName(std::string_view url, std::string_view application_name);
+// How every connection of ours behaves when the network or the server hangs instead of failing: the
+// `database.*` keys (LoadConnectionSettings). A zero duration leaves that setting to libpq or the server.
+// Defaults are seconds, not minutes: a payment waiting on a hung database is better answered 503.
+struct ConnectionSettings {
+  // libpq connect_timeout: the whole connection set-up (TCP, TLS, authentication). libpq counts whole
+  // seconds and takes 1 as 2.
+  std::chrono::seconds connect_timeout{5};
+  // Client-side TCP: a peer that stopped answering is found while the connection is idle (keepalives:
+  // after idle + interval * count) and while a statement is unacknowledged (tcp_user_timeout).
+  std::chrono::seconds keepalives_idle{5};
+  std::chrono::seconds keepalives_interval{2};
+  int keepalives_count = 3;
+  std::chrono::milliseconds tcp_user_timeout{10'000};
+  // Server-side, sent as `options=-c ...` at start-up: the server cancels a statement past this, ends a
+  // session idle inside a transaction past that (its row locks with it), and finds a vanished client by
+  // the same keepalives (then ends its session, and the relay's advisory locks go with it).
+  std::chrono::milliseconds statement_timeout{5'000};
+  std::chrono::milliseconds idle_in_transaction_timeout{10'000};
+  // Client-side deadline of one database call (a pool job or a relay-session operation, waiting for a
+  // connection included): past it, the connection is shut down under the call, which then fails as
+  // unavailable (in doubt during COMMIT). Longer than statement_timeout, so a slow server normally
+  // answers first; it is the bound when nothing answers at all.
+  std::chrono::milliseconds call_timeout{10'000};
+};
+
+// Reads the `database.*` keys of ConnectionSettings; throws config::ConfigError naming a bad one. Every
+// daemon calls it, so all of them accept the same keys with the same meaning.
+ConnectionSettings LoadConnectionSettings(config::ConfigReader& reader);
+
+// The one connection string every connection of ours opens: `url` (DATABASE_URL, either a postgres:// or
+// postgresql:// URI, or a keyword/value string such as "host=db user=charge") with application_name and
+// `settings` added in the URL's own form (a query parameter of a URI; a quoted keyword otherwise).
+// Precedence: a setting the URL already has wins (connect_timeout=..., keepalives_idle=...); the URL's
+// own `options` are kept and come after ours, so a `-c statement_timeout=...` there wins too. The daemon's
+// application_name replaces one the URL sets (pg_stat_activity must say which daemon a session is).
+std::string ConnectionString(std::string_view url, std::string_view application_name,
+                             const ConnectionSettings& settings);
 
 struct DatabaseOptions {
   std::size_t connections = 8;
   std::size_t max_queued = 1024;
   std::string application_name;  // shows in pg_stat_activity
+  ConnectionSettings connection;
 };
 
 // Owns the pool; thread-safe; outlives every store built on it.

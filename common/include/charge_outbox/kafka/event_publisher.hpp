@@ -48,8 +48,9 @@ class EventPublisher {
  public:
   virtual ~EventPublisher() = default;
 
-  // Produces every message, in order, and waits until each has a delivery report, or `cancel` becomes
-  // true (checked every 100 ms). Returns one result per message, in the same order.
+  // Produces every message, in order, and waits until each has a delivery report, `cancel` becomes true
+  // (checked every 100 ms), or the publisher's delivery deadline passes. Returns one result per message,
+  // in the same order; a message without a report is kAbandoned.
   virtual std::vector<DeliveryResult> PublishBatch(const std::vector<Message>& messages,
                                                    const std::atomic<bool>& cancel) = 0;
 
@@ -68,6 +69,10 @@ struct RdKafkaOptions {
   // before the ones the relay's guarantees depend on, which always win: enable.idempotence=true,
   // acks=all, partitioner=murmur2_random (Java's key -> partition mapping).
   std::map<std::string, std::string> properties;
+  // How long PublishBatch waits for reports at most (0: until each has one). librdkafka reports every
+  // message within message.timeout.ms, or socket.timeout.ms after its request went out; this bounds the
+  // wait whatever the library does, so a black-holed broker never holds the caller longer.
+  std::chrono::milliseconds delivery_deadline{0};
 };
 
 // Thrown by MakeRdKafkaPublisher (start-up only) when a property is unknown or invalid.

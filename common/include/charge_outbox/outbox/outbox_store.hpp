@@ -99,8 +99,10 @@ class RelaySession {
   virtual DbResult<bool> WaitForInsert(std::chrono::milliseconds timeout) = 0;
 };
 
-// `application_name` shows in pg_stat_activity; each RelaySession is one connection.
-std::unique_ptr<RelaySession> MakePgRelaySession(std::string database_url, std::string application_name);
+// `application_name` shows in pg_stat_activity; each RelaySession is one connection. Every call on it has
+// the deadline `settings.call_timeout`: one that passes it closes the session (its shards with it).
+std::unique_ptr<RelaySession> MakePgRelaySession(std::string database_url, std::string application_name,
+                                                 db::ConnectionSettings settings = {});
 
 struct BacklogStats {
   std::int64_t unpublished = 0;  // parked rows included
@@ -153,6 +155,7 @@ class OutboxAdmin {
   virtual DbResult<ParkedChange> SkipParked(const std::string& id) = 0;
 };
 
-std::unique_ptr<OutboxAdmin> MakePgOutboxAdmin(std::string database_url, std::string application_name);
+std::unique_ptr<OutboxAdmin> MakePgOutboxAdmin(std::string database_url, std::string application_name,
+                                               db::ConnectionSettings settings = {});
 
 }  // namespace charge_outbox::outbox
