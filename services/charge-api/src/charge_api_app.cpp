@@ -62,6 +62,7 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
     throw config::ConfigError("admin.port", "must differ from http.port: probes and metrics never share the API port");
   }
   c.database_url = r.Secret("database.url");
+  c.database = db::LoadConnectionSettings(r);
   c.database_pool_size = static_cast<std::size_t>(r.Integer("database.pool_size", 16, 1, 256));
   c.database_max_queued = static_cast<std::size_t>(r.Integer("database.max_queued", 1024, 1, 1'000'000));
   c.acquirer = acquirer::LoadAcquirerClientConfig(r);
@@ -116,7 +117,8 @@ struct ChargeApiApp::Parts {
         probe(*registry),
         database(config.database_url, {.connections = config.database_pool_size,
                                        .max_queued = config.database_max_queued,
-                                       .application_name = "charge-api"}),
+                                       .application_name = "charge-api",
+                                       .connection = config.database}),
         store(charges::MakePgChargeStore(database)),
         background_work(asio::make_work_guard(background)),
         acquirer_client(background.get_executor(), config.acquirer),
@@ -128,7 +130,8 @@ struct ChargeApiApp::Parts {
                  .max_acquirer_runs = config.acquirer.max_connections + config.acquirer.max_queued}),
         auth_database(config.database_url, {.connections = config.auth_pool_size,
                                             .max_queued = config.auth_max_queued,
-                                            .application_name = "charge-api-auth"}),
+                                            .application_name = "charge-api-auth",
+                                            .connection = config.database}),
         auth_store(charges::MakePgChargeStore(auth_database)),
         keys(*auth_store, probe,
              {.ttl = config.auth_cache_ttl,
@@ -138,7 +141,10 @@ struct ChargeApiApp::Parts {
         merchant_rate({.rate = config.merchant_rate, .burst = config.merchant_burst}, kMaxMerchantsTracked),
         router(service, keys, failed_auth, merchant_rate, probe),
         readiness_database(config.database_url,
-                           {.connections = 1, .max_queued = 16, .application_name = "charge-api-readiness"}),
+                           {.connections = 1,
+                            .max_queued = 16,
+                            .application_name = "charge-api-readiness",
+                            .connection = config.database}),
         readiness(readiness_database, db::EmbeddedSchemaVersion(), config.readiness_reuse),
         admin_router(readiness, *registry, probe),
         server(config.http,

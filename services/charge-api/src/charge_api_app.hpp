@@ -10,6 +10,7 @@
 
 #include "charge_outbox/acquirer/http_acquirer_client.hpp"
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/db/database.hpp"
 #include "charge_outbox/http/server.hpp"
 
 namespace charge_outbox::charge_api {
@@ -18,6 +19,7 @@ struct ChargeApiConfig {
   http::ServerOptions http;   // the API port
   http::ServerOptions admin;  // the admin port: /healthz, /readyz, /metrics
   std::string database_url;  // secret: DATABASE_URL
+  db::ConnectionSettings database;  // database.* timeouts
   std::size_t database_pool_size = 16;
   std::size_t database_max_queued = 1024;
   acquirer::AcquirerClientConfig acquirer;
