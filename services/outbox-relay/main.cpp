@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   try {
     app->Start();
   } catch (const std::exception& e) {
-    spdlog::error("outbox-relay could not start: {} (is http.port free?)", e.what());
+    spdlog::error("outbox-relay could not start: {} (is admin.port free?)", e.what());
     log::Flush();
     return 1;
   }

@@ -70,6 +70,7 @@ void ChaosStack::Start() {
   kafka_controller_port_ = testing::FreeLoopbackPort();
   acquirer_port_ = static_cast<std::uint16_t>(testing::FreeLoopbackPort());
   for (int i = 0; i < 2; ++i) api_ports_.push_back(static_cast<std::uint16_t>(testing::FreeLoopbackPort()));
+  for (int i = 0; i < 2; ++i) admin_ports_.push_back(static_cast<std::uint16_t>(testing::FreeLoopbackPort()));
 
   pg_proxy_ = std::make_unique<testing::FaultProxy>("127.0.0.1", static_cast<std::uint16_t>(pg_port_));
   kafka_proxy_ = std::make_unique<testing::FaultProxy>("127.0.0.1", static_cast<std::uint16_t>(kafka_port_));
@@ -106,7 +107,7 @@ void ChaosStack::Start() {
   const auto deadline = Clock::now() + 60s;
   auto ready = [&] {
     if (!HealthyOver(acquirer_port_, "/healthz")) return false;
-    for (const auto port : api_ports_) {
+    for (const auto port : admin_ports_) {
       if (!HealthyOver(port, "/readyz")) return false;
     }
     return true;
@@ -162,6 +163,8 @@ testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
                   {"DATABASE_POOL_SIZE", "8"},
                   {"HTTP_ADDRESS", "127.0.0.1"},
                   {"HTTP_PORT", std::to_string(api_ports_.at(static_cast<std::size_t>(slot.index)))},
+                  {"ADMIN_ADDRESS", "127.0.0.1"},
+                  {"ADMIN_PORT", std::to_string(admin_ports_.at(static_cast<std::size_t>(slot.index)))},
                   {"ACQUIRER_URL", acquirer_url},
                   {"ACQUIRER_API_KEY", acquirer_key_},
                   {"CHARGE_LEASE", "3s"},
@@ -174,8 +177,8 @@ testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
                   {"KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap()},
                   {"KAFKA_TOPIC", topic_},
                   {"KAFKA_MESSAGE_TIMEOUT", "10s"},
-                  {"HTTP_ADDRESS", "127.0.0.1"},
-                  {"HTTP_PORT", "0"},
+                  {"ADMIN_ADDRESS", "127.0.0.1"},
+                  {"ADMIN_PORT", "0"},
                   {"RELAY_POLL_INTERVAL", "200ms"},
                   {"LOG_LEVEL", "info"},
                   {"SHUTDOWN_DEADLINE", "1s"}});

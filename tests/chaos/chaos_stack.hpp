@@ -116,6 +116,7 @@ class ChaosStack {
   int pg_port_ = 0, kafka_port_ = 0, kafka_controller_port_ = 0;
   std::uint16_t acquirer_port_ = 0;
   std::vector<std::uint16_t> api_ports_;
+  std::vector<std::uint16_t> admin_ports_;  // charge-api's /readyz and /metrics
   std::unique_ptr<testing::FaultProxy> pg_proxy_, kafka_proxy_, acquirer_proxy_;
   std::string reconciler_failpoints_;
   std::string start_failure_;  // the first restart the supervisor could not make, under mutex_

@@ -110,7 +110,27 @@ has "$D" "$rec:$cpod.volumes.[].configMap.name=rel-charge-outbox-reconciler" "th
 has "$E" "$win:$cpod.volumes.[].configMap.name=rel-charge-outbox-reconciler" "the window report's ConfigMap"
 has "$D" "ConfigMap/rel-charge-outbox-outbox-relay:data.config.yaml.kafka.bootstrap_servers=\"kafka-0:9092,kafka-1:9092\"" "bootstrap servers"
 has "$D" 'ConfigMap/rel-charge-outbox-charge-api:data.config.yaml.acquirer.url="https://acquirer.example"' "acquirer URL"
-has "$D" "$api:$pod.containers.[].readinessProbe.httpGet={path: /readyz, port: http}" "charge-api readiness"
+# Probes and the scrape on each daemon's admin port (9090, admin.port); charge-api's API alone on http (8080),
+# the Service's only port.
+for workload in "$api" "$relay"; do
+  has "$D" "$workload:$pod.containers.[].readinessProbe.httpGet={path: /readyz, port: admin}" "$workload readiness"
+  has "$D" "$workload:$pod.containers.[].livenessProbe.httpGet={path: /healthz, port: admin}" "$workload liveness"
+  has "$D" "$workload:$pod.containers.[].ports.[].name=admin" "$workload admin port"
+  has "$D" "$workload:$pod.containers.[].ports.[].containerPort=9090" "$workload admin port"
+  has "$D" "$workload:spec.template.metadata.annotations.prometheus.io/port=\"9090\"" "$workload scrape port"
+done
+has "$D" "$api:$pod.containers.[].ports.[].containerPort=8080" "charge-api API port"
+hasnt "$D" "$relay:$pod.containers.[].ports.[].containerPort=8080" "a relay port besides its admin port"
+has "$D" "Service/rel-charge-outbox-charge-api:spec.ports.[].targetPort=http" "the Service is the API"
+hasnt "$D" "Service/rel-charge-outbox-charge-api:spec.ports.[].targetPort=admin" "the admin port behind the Service"
+has "$D" "ConfigMap/rel-charge-outbox-charge-api:data.config.yaml.admin.port=9090" "charge-api admin.port"
+has "$D" "ConfigMap/rel-charge-outbox-outbox-relay:data.config.yaml.admin.port=9090" "outbox-relay admin.port"
+hasnt "$D" "ConfigMap/rel-charge-outbox-outbox-relay:data.config.yaml.http." "outbox-relay http.* keys"
+has "$E" "PodMonitor/rel-charge-outbox:spec.podMetricsEndpoints.[].port=admin" "the PodMonitor scrapes the admin port"
+has "$E" "NetworkPolicy/rel-charge-outbox-charge-api:spec.ingress.[].ports.[].port=8080" "the API port's policy"
+has "$E" "NetworkPolicy/rel-charge-outbox-charge-api:spec.ingress.[].ports.[].port=9090" "charge-api's admin port policy"
+has "$E" "NetworkPolicy/rel-charge-outbox-outbox-relay:spec.ingress.[].ports.[].port=9090" "the relay's admin port policy"
+hasnt "$E" "NetworkPolicy/rel-charge-outbox-outbox-relay:spec.ingress.[].ports.[].port=8080" "a relay policy for 8080"
 
 # Secrets from Secrets only, never in a ConfigMap.
 has "$D" "$api:$pod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outbox-database" "DATABASE_URL from its Secret"

@@ -140,6 +140,7 @@ start_in_image() {
 
 acquirer_port=$(free_port)
 api_port=$(free_port)
+api_admin_port=$(free_port)
 relay_port=$(free_port)
 acquirer_key=ak_test_$(random_hex)
 charge_api_key=sk_test_$(random_hex)
@@ -166,10 +167,11 @@ config_dir=/etc/charge-outbox
 mkdir -p "$rootfs$config_dir"
 cat >"$rootfs$config_dir/charge-api.yaml" <<EOF
 http: {address: 127.0.0.1, port: $api_port}
+admin: {address: 127.0.0.1, port: $api_admin_port}
 acquirer: {url: "http://127.0.0.1:$acquirer_port"}
 EOF
 cat >"$rootfs$config_dir/outbox-relay.yaml" <<EOF
-http: {address: 127.0.0.1, port: $relay_port}
+admin: {address: 127.0.0.1, port: $relay_port}
 kafka: {bootstrap_servers: "$KAFKA_BOOTSTRAP_SERVERS", topic: $topic, topic_partitions: 1, topic_replication_factor: 1}
 EOF
 cat >"$rootfs$config_dir/reconciler.yaml" <<EOF
@@ -203,7 +205,7 @@ step "acquirer-sim and charge-api from the image"
 start_in_image acquirer-sim "$work/acquirer-sim.env" acquirer-sim
 wait_http "http://127.0.0.1:$acquirer_port/healthz" 60
 start_in_image charge-api "$work/acquirer-client.env" charge-api --config "$config_dir/charge-api.yaml"
-wait_http "http://127.0.0.1:$api_port/readyz" 60
+wait_http "http://127.0.0.1:$api_admin_port/readyz" 60
 
 response=$work/charge.json
 status=$(curl -sS -o "$response" -w '%{http_code}' --max-time 30 -X POST "http://127.0.0.1:$api_port/v1/charges" \

@@ -149,6 +149,8 @@ checksum/config: {{ include (index . 1) $root | sha256sum }}
 http:
   port: 8080
   threads: {{ $api.httpThreads }}
+admin:
+  port: 9090
 database:
   pool_size: {{ $api.databasePoolSize }}
 acquirer:
@@ -183,8 +185,8 @@ relay:
   batch_size: {{ $relay.batchSize }}
 retention:
   days: {{ $relay.retentionDays }}
-http:
-  port: 8080
+admin:
+  port: 9090
 log:
   level: {{ .Values.global.logLevel }}
 {{- end -}}

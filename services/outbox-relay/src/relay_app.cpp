@@ -233,7 +233,7 @@ std::uint16_t RelayApp::Start() {
   }
   p.background_thread = std::thread([&p] { p.Background(); });
   const auto port = p.server.Start();
-  spdlog::info("outbox-relay {} listening on {}:{}", p.config.instance_id, p.config.http.address, port);
+  spdlog::info("outbox-relay {} admin on {}:{}", p.config.instance_id, p.config.http.address, port);
   return port;
 }
 

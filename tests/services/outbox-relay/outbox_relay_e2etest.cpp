@@ -66,11 +66,11 @@ TEST_F(OutboxRelayE2E, EveryEventArrivesWithItsKeyValueAndCloudEventsHeaders) {
   EXPECT_EQ(consumed[1].headers.count("traceparent"), 0u);  // the row has none: no empty header either
   EXPECT_EQ(consumed[1].headers.at("ce_type"), "payments.charge.captured.v1");
 
-  EXPECT_EQ(MetricValue(relay->port(), "outbox_events_published_total"), 2.0);
-  EXPECT_TRUE(Eventually([&] { return MetricValue(relay->port(), "outbox_unpublished_rows") == 0.0; }));
-  EXPECT_EQ(MetricValue(relay->port(), "outbox_lag_seconds"), 0.0);
-  EXPECT_EQ(MetricValue(relay->port(), "outbox_relay_owned_shards"), 256.0);
-  HttpTestClient client(relay->port());
+  EXPECT_EQ(MetricValue(relay->admin_port(), "outbox_events_published_total"), 2.0);
+  EXPECT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_unpublished_rows") == 0.0; }));
+  EXPECT_EQ(MetricValue(relay->admin_port(), "outbox_lag_seconds"), 0.0);
+  EXPECT_EQ(MetricValue(relay->admin_port(), "outbox_relay_owned_shards"), 256.0);
+  HttpTestClient client(relay->admin_port());
   EXPECT_EQ(client.Get("/healthz").status(), 200u);
   EXPECT_EQ(client.Get("/readyz").status(), 200u);
 
@@ -103,7 +103,7 @@ TEST_F(OutboxRelayE2E, SigtermDuringABatchAbandonsItWithoutMarkingAnything) {
 TEST_F(OutboxRelayE2E, TheInsertNotificationDeliversWithin100msAtIdle) {
   // Polling and rebalancing every minute: only the notification can make an event go out quickly.
   auto relay = fixture_->StartRelay({{"RELAY_POLL_INTERVAL", "60s"}, {"RELAY_REBALANCE_INTERVAL", "60s"}});
-  HttpTestClient client(relay->port());
+  HttpTestClient client(relay->admin_port());
   ASSERT_TRUE(Eventually([&] { return client.Get("/readyz").status() == 200; }, 20s)) << relay->Output();
   // Warm up the producer's connection so that the measurement is the relay's path, not a first connect.
   WriteEvent(db().url(), NewUuid(), 1);
@@ -128,9 +128,9 @@ TEST_F(OutboxRelayE2E, TheInsertNotificationDeliversWithin100msAtIdle) {
 TEST_F(OutboxRelayE2E, PollingFindsEventsWhenNoNotificationComes) {
   db().Execute("ALTER TABLE outbox DISABLE TRIGGER outbox_notify");
   auto relay = fixture_->StartRelay({{"RELAY_POLL_INTERVAL", "300ms"}, {"RELAY_REBALANCE_INTERVAL", "60s"}});
-  HttpTestClient client(relay->port());
+  HttpTestClient client(relay->admin_port());
   ASSERT_TRUE(Eventually([&] { return client.Get("/readyz").status() == 200; }, 20s)) << relay->Output();
-  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->port(), "outbox_relay_owned_shards") == 256.0; }));
+  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_relay_owned_shards") == 256.0; }));
   const auto event = WriteEvent(db().url(), NewUuid(), 1);
   ASSERT_TRUE(AllPublished(5s));
   EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), {event}, 30s), {event}), IsEmpty());
@@ -158,8 +158,8 @@ TEST_F(OutboxRelayE2E, ThreeRelaysKeepEveryChargesOrderWith10000ChargesWrittenCo
   ASSERT_TRUE(Eventually(
       [&] {
         return std::all_of(relays.begin(), relays.end(), [](const auto& r) {
-          const auto owned = MetricValue(r->port(), "outbox_relay_owned_shards");
-          return MetricValue(r->port(), "outbox_relay_members") == 3.0 && owned >= 85.0 && owned <= 86.0;
+          const auto owned = MetricValue(r->admin_port(), "outbox_relay_owned_shards");
+          return MetricValue(r->admin_port(), "outbox_relay_members") == 3.0 && owned >= 85.0 && owned <= 86.0;
         });
       },
       20s));
@@ -167,7 +167,7 @@ TEST_F(OutboxRelayE2E, ThreeRelaysKeepEveryChargesOrderWith10000ChargesWrittenCo
   ASSERT_TRUE(AllPublished(120s));
   double published = 0;
   for (const auto& r : relays) {
-    const auto n = MetricValue(r->port(), "outbox_events_published_total").value_or(0);
+    const auto n = MetricValue(r->admin_port(), "outbox_events_published_total").value_or(0);
     EXPECT_GT(n, 0) << "every relay took a share";
     published += n;
   }
@@ -187,19 +187,19 @@ TEST_F(OutboxRelayE2E, KillingOneOfThreeRelaysMidRunLosesNothingAndKeepsOrder) {
   ASSERT_TRUE(Eventually(
       [&] {
         return std::all_of(relays.begin(), relays.end(),
-                           [](const auto& r) { return MetricValue(r->port(), "outbox_relay_members") == 3.0; });
+                           [](const auto& r) { return MetricValue(r->admin_port(), "outbox_relay_members") == 3.0; });
       },
       20s));
   std::vector<WrittenEvent> written;
   std::thread writer([&] { written = WriteChargeEvents(db().url(), 5'000, 4); });
   // Mid-run: the victim has published some of its share and more is coming.
-  ASSERT_TRUE(Eventually([&] { return MetricValue(relays[1]->port(), "outbox_events_published_total") >= 200.0; }, 60s));
+  ASSERT_TRUE(Eventually([&] { return MetricValue(relays[1]->admin_port(), "outbox_events_published_total") >= 200.0; }, 60s));
   relays[1]->process().Signal(SIGKILL);
   relays[1]->process().Wait(10s);
   ASSERT_TRUE(Eventually(
       [&] {
-        return MetricValue(relays[0]->port(), "outbox_relay_owned_shards") == 128.0 &&
-               MetricValue(relays[2]->port(), "outbox_relay_owned_shards") == 128.0;
+        return MetricValue(relays[0]->admin_port(), "outbox_relay_owned_shards") == 128.0 &&
+               MetricValue(relays[2]->admin_port(), "outbox_relay_owned_shards") == 128.0;
       },
       20s))
       << "the survivors did not take over the dead relay's shards";
@@ -212,7 +212,7 @@ TEST_F(OutboxRelayE2E, KillingOneOfThreeRelaysMidRunLosesNothingAndKeepsOrder) {
 
 TEST_F(OutboxRelayE2E, ProbesAndScrapesAnswer405WithAllowToAnyMethodButGet) {
   auto relay = fixture_->StartRelay({});
-  HttpTestClient client(relay->port());
+  HttpTestClient client(relay->admin_port());
   for (const char* path : {"/healthz", "/readyz", "/metrics"}) {
     for (const auto method : {boost::beast::http::verb::trace, boost::beast::http::verb::post,
                               boost::beast::http::verb::delete_}) {
@@ -228,8 +228,8 @@ TEST_F(OutboxRelayE2E, SeveralWorkersInOneProcessShareTheShardsAsMembers) {
   auto relay = fixture_->StartRelay({{"RELAY_WORKERS", "4"}});
   ASSERT_TRUE(Eventually(
       [&] {
-        return MetricValue(relay->port(), "outbox_relay_members") == 4.0 &&
-               MetricValue(relay->port(), "outbox_relay_owned_shards") == 256.0;
+        return MetricValue(relay->admin_port(), "outbox_relay_members") == 4.0 &&
+               MetricValue(relay->admin_port(), "outbox_relay_owned_shards") == 256.0;
       },
       20s))
       << relay->Output();
@@ -240,10 +240,10 @@ TEST_F(OutboxRelayE2E, SeveralWorkersInOneProcessShareTheShardsAsMembers) {
   // A worker counts its batch once its mark has committed, a moment after the rows show it: polled.
   EXPECT_TRUE(Eventually(
       [&] {
-        return MetricValue(relay->port(), "outbox_events_published_total") == static_cast<double>(written.size());
+        return MetricValue(relay->admin_port(), "outbox_events_published_total") == static_cast<double>(written.size());
       },
       10s))
-      << MetricValue(relay->port(), "outbox_events_published_total").value_or(-1) << " counted of " << written.size();
+      << MetricValue(relay->admin_port(), "outbox_events_published_total").value_or(-1) << " counted of " << written.size();
   EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), written, 60s), written), IsEmpty());
 }
 
@@ -269,9 +269,9 @@ TEST_F(OutboxRelayE2E, APoisonEventIsParkedOthersFlowAndRetryOrSkipReleaseItsCha
       << small->Output();
   EXPECT_FALSE(published(a3));  // waits behind a2
   EXPECT_FALSE(published(c2));
-  EXPECT_TRUE(Eventually([&] { return MetricValue(small->port(), "outbox_parked_rows") == 2.0; }));
-  EXPECT_EQ(MetricValue(small->port(), "outbox_events_parked_total"), 2.0);
-  EXPECT_EQ(MetricValue(small->port(), "outbox_publish_errors_total{class=\"permanent\"}"), 2.0);
+  EXPECT_TRUE(Eventually([&] { return MetricValue(small->admin_port(), "outbox_parked_rows") == 2.0; }));
+  EXPECT_EQ(MetricValue(small->admin_port(), "outbox_events_parked_total"), 2.0);
+  EXPECT_EQ(MetricValue(small->admin_port(), "outbox_publish_errors_total{class=\"permanent\"}"), 2.0);
 
   auto list = fixture_->RunCommand({"parked", "list"});
   ASSERT_EQ(list.exit_code, 0) << list.err;
@@ -283,7 +283,7 @@ TEST_F(OutboxRelayE2E, APoisonEventIsParkedOthersFlowAndRetryOrSkipReleaseItsCha
   small->process().Signal(SIGTERM);
   EXPECT_EQ(small->process().Wait(15s).exit_code, 0);
   auto relay = fixture_->StartRelay();
-  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->port(), "outbox_relay_owned_shards") == 256.0; }, 20s));
+  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_relay_owned_shards") == 256.0; }, 20s));
   EXPECT_FALSE(published(a3));
   auto retry = fixture_->RunCommand({"parked", "retry", a2.id});
   EXPECT_EQ(retry.exit_code, 0) << retry.err;

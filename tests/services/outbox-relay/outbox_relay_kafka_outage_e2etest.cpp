@@ -86,14 +86,14 @@ TEST(OutboxRelayKafkaOutageE2E, KafkaStoppedFor30SecondsLosesNothingAndTheLagRec
   const auto stopped_at = std::chrono::steady_clock::now();
   auto during = WriteChargeEvents(fixture.db().url(), 200, 2);
   // The relay is alive but stuck: the lag, read from the table, keeps growing.
-  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->port(), "outbox_lag_seconds") >= 10.0; }, 30s));
+  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_lag_seconds") >= 10.0; }, 30s));
   EXPECT_GT(Unpublished(fixture.db()), 0);
   std::this_thread::sleep_for(30s - (std::chrono::steady_clock::now() - stopped_at));  // the outage's length is the test
   broker.Start();
 
   ASSERT_TRUE(Eventually([&] { return Unpublished(fixture.db()) == 0; }, 90s)) << relay->Output();
-  EXPECT_TRUE(Eventually([&] { return MetricValue(relay->port(), "outbox_lag_seconds") == 0.0; }, 10s));
-  EXPECT_GT(MetricValue(relay->port(), "outbox_publish_errors_total{class=\"retriable\"}").value_or(0), 0.0);
+  EXPECT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_lag_seconds") == 0.0; }, 10s));
+  EXPECT_GT(MetricValue(relay->admin_port(), "outbox_publish_errors_total{class=\"retriable\"}").value_or(0), 0.0);
   std::vector<WrittenEvent> all = before;
   all.insert(all.end(), during.begin(), during.end());
   const auto consumed = ConsumeAll(fixture.topic(), all, 60s);
