@@ -100,8 +100,17 @@ std::optional<system_clock::time_point> Compose(int year, int month0, int day, T
                                         std::chrono::month{static_cast<unsigned>(month0 + 1)},
                                         std::chrono::day{static_cast<unsigned>(day)}};
   if (!ymd.ok()) return std::nullopt;
-  return std::chrono::sys_days{ymd} + std::chrono::hours{t.hour} + std::chrono::minutes{t.minute} +
-         std::chrono::seconds{t.second};
+  const std::chrono::sys_seconds date = std::chrono::sys_days{ymd} + std::chrono::hours{t.hour} +
+                                        std::chrono::minutes{t.minute} + std::chrono::seconds{t.second};
+  // The clock counts nanoseconds: it holds the years 1678 to 2261. A date beyond them is the clock's last
+  // (or first) instant, as far as it can be, rather than a conversion that overflows into any date.
+  if (date > std::chrono::floor<std::chrono::seconds>(system_clock::time_point::max())) {
+    return system_clock::time_point::max();
+  }
+  if (date < std::chrono::ceil<std::chrono::seconds>(system_clock::time_point::min())) {
+    return system_clock::time_point::min();
+  }
+  return date;
 }
 
 // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"

@@ -309,6 +309,21 @@ TEST(ParseRetryAfter, DatesInThePastAreZeroAndFarFutureIsClamped) {
   EXPECT_EQ(ParseRetryAfter("Mon, 10 Mar 2025 12:00:00 GMT", kNow), kMaxRetryAfter);
 }
 
+// Found by fuzz/ (acquirer_classifier): a four-digit year beyond the clock's range (1678 to 2261, it counts
+// nanoseconds) overflowed, so "never" (year 9999) could read as "now" and a date in year 1026 as some
+// day ahead. Each is as far as it says: the longest wait, or none.
+TEST(ParseRetryAfter, YearsBeyondTheClocksRangeAreFarFutureOrPast) {
+  for (const char* value : {"Fri, 31 Dec 9999 23:59:59 GMT", "Fri Dec 31 23:59:59 9999", "Thu, 01 Jan 2262 00:00:00 GMT"}) {
+    EXPECT_EQ(ParseRetryAfter(value, kNow), kMaxRetryAfter) << value;
+  }
+  for (const char* value : {"Tue Dec  1 00:02:00 1026", "Mon, 01 Jan 0001 00:00:00 GMT", "Fri, 31 Dec 1677 00:00:00 GMT"}) {
+    EXPECT_EQ(ParseRetryAfter(value, kNow), seconds{0}) << value;
+  }
+  const auto never = ParseHttpDate("Fri, 31 Dec 9999 23:59:59 GMT", kNow);
+  ASSERT_TRUE(never.has_value());
+  EXPECT_GT(*never, kNow);
+}
+
 TEST(ParseRetryAfter, GarbageIsIgnored) {
   for (const char* value : {"", "soon", "-1", "1.5", "10s", "Sun, 10 Mar 2024 12:01:00 UTC",
                             "Sun, 30 Feb 2024 12:00:00 GMT", "Sun, 10 Mar 2024 25:00:00 GMT"}) {
