@@ -52,24 +52,30 @@ asio::awaitable<http::Reply> Router::Handle(http::Request request, asio::ip::add
   co_return http::Reply{std::move(routed.response)};
 }
 
-// A key memory knows costs nothing. Any other key is refused with 429 once its client has spent its
-// failed-authentication budget, before the database is asked: past that budget, garbage costs a hash and
-// a map lookup. A refused key spends one from the budget.
+// A valid key memory knows costs nothing. Any other key takes a token from its client's failed-
+// authentication budget before it is looked up, and gets it back if it turns out valid (or the database
+// fails): a client past its budget is refused with 429 for the cost of a hash and two map lookups, and
+// however many connections it opens, its lookups never outrun the budget.
 asio::awaitable<std::variant<charges::Merchant, ApiError>> Router::Authenticate(const std::string& api_key,
                                                                               const std::string& client) {
   auto answer = keys_.Recall(api_key);
   if (answer && *answer) co_return **answer;
-  if (const auto wait = failed_auth_.Exhausted(client)) {
+  if (const auto wait = failed_auth_.TryTake(client)) {
     probe_.OnRefused("failed_auth_limit");
     co_return ApiError{ApiErrc::kTooManyFailedAuthentications, "", "", *wait};
   }
   if (!answer) {
     auto found = co_await keys_.Lookup(api_key);
-    if (!found) co_return ApiError{ApiErrc::kDatabaseUnavailable, "", "", std::chrono::seconds{1}};
+    if (!found) {
+      failed_auth_.Refund(client);
+      co_return ApiError{ApiErrc::kDatabaseUnavailable, "", "", std::chrono::seconds{1}};
+    }
     answer = *found;
   }
-  if (*answer) co_return **answer;
-  failed_auth_.Spend(client);
+  if (*answer) {
+    failed_auth_.Refund(client);
+    co_return **answer;
+  }
   co_return ApiError{ApiErrc::kUnauthorized};
 }
 

@@ -23,8 +23,8 @@ namespace charge_outbox::charge_api {
 // Thread-safe: Handle runs concurrently on every connection.
 class Router {
  public:
-  // failed_auth: per client address, spent by every refused key; merchant_rate: per merchant, spent by
-  // every authenticated request.
+  // failed_auth: per client address, spent by every key not known valid (given back if it is);
+  // merchant_rate: per merchant, spent by every authenticated request.
   Router(ChargeService& service, ApiKeyCache& keys, KeyedLimiter& failed_auth, KeyedLimiter& merchant_rate,
          ChargeApiProbe& probe);
 

@@ -19,14 +19,9 @@ bool TokenBucket::TryTake(const TokenBucketRule& rule, TimePoint now) {
   return true;
 }
 
-void TokenBucket::Spend(const TokenBucketRule& rule, TimePoint now) {
+void TokenBucket::Refund(const TokenBucketRule& rule, TimePoint now) {
   Refill(rule, now);
-  tokens_ = std::max(0.0, tokens_ - 1);
-}
-
-bool TokenBucket::Empty(const TokenBucketRule& rule, TimePoint now) {
-  Refill(rule, now);
-  return tokens_ < 1;
+  tokens_ = std::min(rule.burst, tokens_ + 1);
 }
 
 std::chrono::seconds TokenBucket::RetryAfter(const TokenBucketRule& rule) const {
@@ -48,22 +43,11 @@ std::optional<std::chrono::seconds> KeyedLimiter::TryTake(const std::string& key
   return bucket->RetryAfter(rule_);
 }
 
-std::optional<std::chrono::seconds> KeyedLimiter::Exhausted(const std::string& key) {
-  if (!enabled()) return std::nullopt;
-  const auto now = clock_();
-  std::lock_guard lock(mutex_);
-  auto* bucket = buckets_.Find(key);
-  if (bucket == nullptr || !bucket->Empty(rule_, now)) return std::nullopt;
-  return bucket->RetryAfter(rule_);
-}
-
-void KeyedLimiter::Spend(const std::string& key) {
+void KeyedLimiter::Refund(const std::string& key) {
   if (!enabled()) return;
   const auto now = clock_();
   std::lock_guard lock(mutex_);
-  auto* bucket = buckets_.Find(key);
-  if (bucket == nullptr) bucket = &buckets_.Put(key, TokenBucket(rule_, now));
-  bucket->Spend(rule_, now);
+  if (auto* bucket = buckets_.Find(key)) bucket->Refund(rule_, now);
 }
 
 std::size_t KeyedLimiter::size() const {

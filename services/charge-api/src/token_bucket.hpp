@@ -30,9 +30,8 @@ class TokenBucket {
 
   // Spends a token if there is one.
   bool TryTake(const TokenBucketRule& rule, TimePoint now);
-  // Spends a token whether or not one is left (never below zero).
-  void Spend(const TokenBucketRule& rule, TimePoint now);
-  bool Empty(const TokenBucketRule& rule, TimePoint now);
+  // Gives a token back (never above the burst).
+  void Refund(const TokenBucketRule& rule, TimePoint now);
   // Whole seconds until a token is back, at least 1: a Retry-After.
   std::chrono::seconds RetryAfter(const TokenBucketRule& rule) const;
 
@@ -51,10 +50,9 @@ class KeyedLimiter {
   bool enabled() const { return rule_.rate > 0; }
   // Spends one of the key's tokens; nullopt when it had one, else the Retry-After.
   std::optional<std::chrono::seconds> TryTake(const std::string& key);
-  // The Retry-After while the key's bucket is empty, without spending; nullopt otherwise. Keys never
-  // spent from have no bucket, so asking costs no memory.
-  std::optional<std::chrono::seconds> Exhausted(const std::string& key);
-  void Spend(const std::string& key);
+  // Gives back a token taken in advance (a key that turned out valid, a lookup the database failed).
+  // A key with no bucket (forgotten meanwhile) gets none.
+  void Refund(const std::string& key);
   std::size_t size() const;
 
  private:

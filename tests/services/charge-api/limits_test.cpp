@@ -84,34 +84,35 @@ TEST(KeyedLimiter, KeysHaveBucketsOfTheirOwn) {
   EXPECT_TRUE(limiter.TryTake("m1"));
 }
 
-TEST(KeyedLimiter, ExhaustedOnlyAfterTheBudgetIsSpentAndAskingCostsNoMemory) {
+TEST(KeyedLimiter, ARefundGivesATokenBackButNeverMoreThanTheBurst) {
   FakeClock time;
-  KeyedLimiter limiter({.rate = 0.5, .burst = 3}, 10, time.clock());
-  for (int i = 0; i < 100; ++i) EXPECT_FALSE(limiter.Exhausted("client-" + std::to_string(i)));
+  KeyedLimiter limiter({.rate = 0.5, .burst = 2}, 10, time.clock());
+  limiter.Refund("never seen");  // no bucket, nothing to refund: no memory either
   EXPECT_EQ(limiter.size(), 0u);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_FALSE(limiter.Exhausted("10.0.0.1")) << i;
-    limiter.Spend("10.0.0.1");
-  }
-  EXPECT_EQ(limiter.Exhausted("10.0.0.1"), 2s);
-  limiter.Spend("10.0.0.1");  // spending past empty does not dig a hole
-  time.now += 2s;
-  EXPECT_FALSE(limiter.Exhausted("10.0.0.1"));
+  EXPECT_FALSE(limiter.TryTake("10.0.0.1"));
+  EXPECT_FALSE(limiter.TryTake("10.0.0.1"));
+  EXPECT_EQ(limiter.TryTake("10.0.0.1"), 2s);
+  limiter.Refund("10.0.0.1");
+  EXPECT_FALSE(limiter.TryTake("10.0.0.1"));
+  EXPECT_TRUE(limiter.TryTake("10.0.0.1"));
+  for (int i = 0; i < 10; ++i) limiter.Refund("10.0.0.1");
+  EXPECT_FALSE(limiter.TryTake("10.0.0.1"));
+  EXPECT_FALSE(limiter.TryTake("10.0.0.1"));
+  EXPECT_TRUE(limiter.TryTake("10.0.0.1")) << "refunds filled the bucket past its burst";
 }
 
 TEST(KeyedLimiter, RateZeroIsOff) {
   KeyedLimiter limiter({.rate = 0, .burst = 1}, 10);
   for (int i = 0; i < 1000; ++i) {
     EXPECT_FALSE(limiter.TryTake("m"));
-    limiter.Spend("c");
-    EXPECT_FALSE(limiter.Exhausted("c"));
+    limiter.Refund("m");
   }
   EXPECT_EQ(limiter.size(), 0u);
 }
 
 TEST(KeyedLimiter, TracksAtMostMaxKeys) {
   KeyedLimiter limiter({.rate = 1, .burst = 1}, 50);
-  for (int i = 0; i < 10'000; ++i) limiter.Spend("client-" + std::to_string(i));
+  for (int i = 0; i < 10'000; ++i) limiter.TryTake("client-" + std::to_string(i));
   EXPECT_EQ(limiter.size(), 50u);
 }
 
