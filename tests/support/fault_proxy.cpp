@@ -16,9 +16,12 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <set>
+#include <stdexcept>
+#include <utility>
 #include <thread>
 
 namespace charge_outbox::testing {
@@ -233,5 +236,32 @@ void FaultProxy::Refuse() { Switch(Mode::kRefuse, std::chrono::milliseconds{0});
 FaultProxy::Mode FaultProxy::mode() const { return state_->mode; }
 std::uint64_t FaultProxy::accepted() const { return state_->accepted; }
 std::uint64_t FaultProxy::open() const { return state_->open; }
+
+namespace {
+
+// [start, end) of the authority's host:port in `uri`: after "scheme://" and any "user@", up to '/' or '?'.
+std::pair<std::size_t, std::size_t> AuthorityHostPort(const std::string& uri) {
+  const auto scheme = uri.find("://");
+  if (scheme == std::string::npos) throw std::invalid_argument("not a URI: " + uri);
+  const auto start = scheme + 3;
+  const auto end = std::min(uri.find('/', start), uri.find('?', start));
+  const auto at = uri.rfind('@', end == std::string::npos ? std::string::npos : end);
+  return {at != std::string::npos && at >= start ? at + 1 : start, end == std::string::npos ? uri.size() : end};
+}
+
+}  // namespace
+
+Endpoint UriEndpoint(const std::string& uri) {
+  const auto [start, end] = AuthorityHostPort(uri);
+  const auto hostport = uri.substr(start, end - start);
+  const auto colon = hostport.rfind(':');
+  if (colon == std::string::npos) return {hostport, 5432};
+  return {hostport.substr(0, colon), static_cast<std::uint16_t>(std::stoi(hostport.substr(colon + 1)))};
+}
+
+std::string WithEndpoint(const std::string& uri, const Endpoint& endpoint) {
+  const auto [start, end] = AuthorityHostPort(uri);
+  return uri.substr(0, start) + endpoint.host + ":" + std::to_string(endpoint.port) + uri.substr(end);
+}
 
 }  // namespace charge_outbox::testing

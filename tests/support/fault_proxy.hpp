@@ -54,4 +54,13 @@ class FaultProxy {
   std::shared_ptr<State> state_;
 };
 
+// The host and port of a URI such as "postgresql://user@host:port/db" (PgTestDatabase::url()), and the
+// same URI with them replaced: a daemon's DATABASE_URL through a FaultProxy in front of that server.
+struct Endpoint {
+  std::string host;
+  std::uint16_t port = 0;
+};
+Endpoint UriEndpoint(const std::string& uri);
+std::string WithEndpoint(const std::string& uri, const Endpoint& endpoint);
+
 }  // namespace charge_outbox::testing

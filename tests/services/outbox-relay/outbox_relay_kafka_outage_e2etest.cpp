@@ -6,11 +6,7 @@
 // own, from the jars tests/run already fetched. The shared broker of the other suites is never touched.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <thread>
 
 #include "relay_fixture.hpp"
@@ -21,57 +17,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using ::testing::IsEmpty;
-namespace fs = std::filesystem;
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// A single-node KRaft broker of this test's own, driven through deploy/local/lib/kafka.sh.
-class OwnBroker {
- public:
-  OwnBroker() : state_(fs::temp_directory_path() / UniqueName("relay_outage")), port_(FreePort()), cport_(FreePort()) {
-    fs::create_directories(state_);
-  }
-  ~OwnBroker() {
-    try {
-      Run("kafka_stop " + state_.string());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "stopping the test's own broker failed: %s\n", e.what());
-    }
-    std::error_code ignored;
-    fs::remove_all(state_, ignored);
-  }
-  void Start() {
-    const auto r = Run("kafka_start " + state_.string() + " " + std::to_string(port_) + " " + std::to_string(cport_) +
-                       " && kafka_wait " + std::to_string(port_) + " 120 " + state_.string());
-    if (r.exit_code != 0) throw std::runtime_error("own broker did not start:\n" + r.err);
-  }
-  void Stop() {
-    const auto r = Run("kafka_stop " + state_.string());
-    if (r.exit_code != 0) throw std::runtime_error("own broker did not stop:\n" + r.err);
-  }
-  std::string bootstrap() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  static ProcessResult Run(const std::string& script) {
-    const std::string lib = std::string(PROJECT_SOURCE_DIR) + "/deploy/local/lib/";
-    return RunProcess({"/bin/bash", "-c", "source " + lib + "common.sh && source " + lib + "kafka.sh && " + script}, {},
-                      std::chrono::seconds{180});
-  }
-  fs::path state_;
-  int port_;
-  int cport_;
-};
 
 TEST(OutboxRelayKafkaOutageE2E, KafkaStoppedFor30SecondsLosesNothingAndTheLagRecovers) {
   OwnBroker broker;

@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include <algorithm>
+#include <filesystem>
 #include <boost/json/parse.hpp>
 #include <future>
 #include <random>
@@ -182,6 +183,46 @@ std::vector<std::string> ContractViolations(const std::vector<ConsumedMessage>& 
     if (!seen.contains(e.id)) problems.push_back("missing event " + e.id + " (" + e.charge + " #" + std::to_string(e.sequence) + ")");
   }
   return problems;
+}
+
+namespace {
+
+ProcessResult RunKafkaScript(const std::string& script) {
+  const std::string lib = std::string(PROJECT_SOURCE_DIR) + "/deploy/local/lib/";
+  return RunProcess({"/bin/bash", "-c", "source " + lib + "common.sh && source " + lib + "kafka.sh && " + script}, {},
+                    std::chrono::seconds{180});
+}
+
+}  // namespace
+
+OwnBroker::OwnBroker()
+    : state_((std::filesystem::temp_directory_path() / UniqueName("relay_broker")).string()),
+      port_(FreeLoopbackPort()),
+      cport_(FreeLoopbackPort()) {
+  std::filesystem::create_directories(state_);
+}
+
+OwnBroker::~OwnBroker() {
+  try {
+    RunKafkaScript("kafka_stop " + state_);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "stopping the test's own broker failed: %s\n", e.what());
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(state_, ignored);
+}
+
+void OwnBroker::Start(int advertised_port) {
+  const std::string advertise =
+      advertised_port > 0 ? "export KAFKA_ADVERTISED_PORT=" + std::to_string(advertised_port) + "; " : "";
+  const auto r = RunKafkaScript(advertise + "kafka_start " + state_ + " " + std::to_string(port_) + " " +
+                                std::to_string(cport_) + " && kafka_wait " + std::to_string(port_) + " 120 " + state_);
+  if (r.exit_code != 0) throw std::runtime_error("own broker did not start:\n" + r.err);
+}
+
+void OwnBroker::Stop() {
+  const auto r = RunKafkaScript("kafka_stop " + state_);
+  if (r.exit_code != 0) throw std::runtime_error("own broker did not stop:\n" + r.err);
 }
 
 RelayE2E::RelayE2E(const std::string& test_name, int partitions)

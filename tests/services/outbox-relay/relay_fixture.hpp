@@ -52,6 +52,28 @@ std::vector<ConsumedMessage> ConsumeAll(const KafkaTestTopic& topic, const std::
 std::vector<std::string> ContractViolations(const std::vector<ConsumedMessage>& consumed,
                                             const std::vector<WrittenEvent>& expected);
 
+// A single-node KRaft broker of the test's own, on free ports, driven through the kafka_start/kafka_stop
+// functions of deploy/local/lib/kafka.sh that tests/run uses, from the jars tests/run already fetched.
+// For a test that stops the broker or puts a FaultProxy in front of it (`advertised_port`: the port the
+// broker tells clients to use, the proxy's), never touching the shared broker of the other suites.
+class OwnBroker {
+ public:
+  OwnBroker();
+  ~OwnBroker();
+  OwnBroker(const OwnBroker&) = delete;
+  OwnBroker& operator=(const OwnBroker&) = delete;
+
+  void Start(int advertised_port = 0);
+  void Stop();
+  int port() const { return port_; }
+  std::string bootstrap() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::string state_;
+  int port_;
+  int cport_;
+};
+
 class RelayE2E {
  public:
   RelayE2E(const std::string& test_name, int partitions = 6);
