@@ -168,7 +168,7 @@ testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
                   {"ACQUIRER_URL", acquirer_url},
                   {"ACQUIRER_API_KEY", acquirer_key_},
                   {"CHARGE_LEASE", "3s"},
-                  {"SHUTDOWN_DEADLINE", "1s"},
+                  {"SHUTDOWN_DEADLINE", "2s"},  // above one attempt plus one backoff (1 s + 200 ms)
                   {"AUTH_CACHE_TTL", "60s"}});
       for (const auto& [k, v] : FastAcquirerSettings()) env[k] = v;
       break;

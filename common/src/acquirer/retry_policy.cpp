@@ -64,6 +64,7 @@ RetryDecision RetryPolicy::Decide(const AttemptOutcome& outcome, int attempts_ma
     case Retryability::kTransient:
       break;
   }
+  if (Draining()) return {RetryVerdict::kStopDraining, milliseconds{0}};
   if (attempts_made >= options_.max_attempts) return {RetryVerdict::kStopAttemptsExhausted, milliseconds{0}};
   const auto remaining = options_.total_budget - elapsed;
   if (remaining <= milliseconds{0}) return {RetryVerdict::kStopBudgetExhausted, milliseconds{0}};
@@ -124,6 +125,10 @@ asio::awaitable<RetryRun> RunWithRetries(const RetryPolicy& policy, RetryClock& 
       co_return run;
     }
     co_await clock.SleepFor(decision.delay);
+    if (policy.Draining()) {
+      run.stop = RetryVerdict::kStopDraining;
+      co_return run;
+    }
   }
 }
 
@@ -141,6 +146,7 @@ std::string_view ToString(RetryVerdict verdict) {
     case RetryVerdict::kStopAttemptsExhausted: return "attempts_exhausted";
     case RetryVerdict::kStopBudgetExhausted: return "budget_exhausted";
     case RetryVerdict::kStopRetryAfterBeyondBudget: return "retry_after_beyond_budget";
+    case RetryVerdict::kStopDraining: return "draining";
   }
   return "?";
 }

@@ -80,6 +80,7 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   const charges::Lease lease{options_.instance_id + "/" + acquirer::NewRequestId(), options_.lease};
   const charges::FirstAttempt first{acquirer::Operation::kCapture, kActor, clock_.WallNow()};
 
+  if (draining_) co_return ToResponse(Unavailable(options_.unavailable_retry_after, "shutting down"));
   // A local queue is not an acquirer answer: with every place taken, say so before anything is written,
   // rather than write an intent that our own pool would then fail.
   const auto slot = AcquirerRunSlot::TryTake(acquirer_runs_, options_.max_acquirer_runs);
@@ -134,6 +135,11 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
       co_return co_await TakeOver(charge, lease, cmd.trace);
   }
   co_return ToResponse(ApiError{ApiErrc::kInternal, "unreachable"});
+}
+
+void ChargeService::Drain() {
+  draining_ = true;
+  policy_.StopRetrying();
 }
 
 asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& charge, const charges::Lease& lease,
@@ -228,6 +234,10 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
   }
   if (past_deadline) {
     log_info("not found at the acquirer and past its deadline: not captured now; left to the reconciler");
+    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+  }
+  if (draining_) {
+    log_info("not found at the acquirer; not capturing while this instance shuts down");
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
   }
   // Not visible at the acquirer: capture with the same key. If an earlier capture is merely not visible

@@ -64,6 +64,10 @@ class ChargeService {
                 acquirer::RetryClock& clock, ChargeApiProbe& probe, ChargeServiceOptions options);
 
   boost::asio::awaitable<http::Response> Create(CreateCharge command);
+  // Shutting down: a new charge is answered 503 before its intent, a charge at work stops retrying
+  // after its attempt in flight, and a takeover does not start a capture; each gives its lease back
+  // with the charge pending. Thread-safe, never undone.
+  void Drain();
   boost::asio::awaitable<http::Response> Get(const std::string& merchant_id, const std::string& public_id);
   boost::asio::awaitable<http::Response> GetByKey(const std::string& merchant_id, const std::string& idempotency_key);
 
@@ -97,6 +101,7 @@ class ChargeService {
   ChargeApiProbe& probe_;
   ChargeServiceOptions options_;
   std::atomic<std::size_t> acquirer_runs_{0};
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace charge_outbox::charge_api

@@ -238,6 +238,43 @@ TEST(RunWithRetries, NeverRetriesADecline) {
   EXPECT_TRUE(clock.sleeps.empty());
 }
 
+// Issue 14, defect 5: a process shutting down ends its runs within one attempt or one backoff.
+TEST(RetryPolicy, OnceStoppedNoRunRetriesAndCopiesAgree) {
+  const auto policy = PolicyWith({0.0});
+  const auto copy = policy;
+  EXPECT_EQ(policy.Decide(OutcomeOf(OutcomeKind::kTimedOut), 1, milliseconds{0}).verdict, RetryVerdict::kRetry);
+  policy.StopRetrying();
+  EXPECT_TRUE(copy.Draining());
+  EXPECT_EQ(copy.Decide(OutcomeOf(OutcomeKind::kTimedOut), 1, milliseconds{0}).verdict, RetryVerdict::kStopDraining);
+  // An answer is still an answer.
+  EXPECT_EQ(policy.Decide(OutcomeOf(OutcomeKind::kDeclined), 1, milliseconds{0}).verdict, RetryVerdict::kStopAnswered);
+}
+
+TEST(RunWithRetries, ARunWaitingOutABackoffWhenRetryingStopsEndsWithoutAnotherAttempt) {
+  boost::asio::io_context io;
+  const auto policy = PolicyWith({0.5});
+  // The clock's sleep is where SIGTERM lands: the run wakes to a stopped policy.
+  class StoppingClock final : public RetryClock {
+   public:
+    explicit StoppingClock(const RetryPolicy& policy) : policy_(policy) {}
+    std::chrono::steady_clock::time_point SteadyNow() override { return inner_.SteadyNow(); }
+    std::chrono::system_clock::time_point WallNow() override { return inner_.WallNow(); }
+    boost::asio::awaitable<void> SleepFor(milliseconds delay) override {
+      policy_.StopRetrying();
+      co_await inner_.SleepFor(delay);
+    }
+
+   private:
+    const RetryPolicy& policy_;
+    FakeRetryClock inner_;
+  } clock(policy);
+  ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kTimedOut)}, Step{OutcomeOf(OutcomeKind::kCaptured)}});
+  const auto run = RunSync(io, CaptureWithRetries(client, kRequest, policy, clock));
+  EXPECT_EQ(run.attempts.size(), 1u);
+  EXPECT_EQ(run.stop, RetryVerdict::kStopDraining);
+  EXPECT_EQ(client.captures.size(), 1u);
+}
+
 TEST(RunWithRetries, NeverRetriesAContractError) {
   boost::asio::io_context io;
   FakeRetryClock clock;

@@ -52,6 +52,7 @@ TEST(AcquirerBusyE2E, AChargeBeyondThePoolAndItsQueueIs503BeforeItsIntentAndItsR
   env["ACQUIRER_POOL_MAX_QUEUED"] = "0";
   env["ACQUIRER_REQUEST_TIMEOUT"] = "3s";
   env["CHARGE_LEASE"] = "6s";
+  env["SHUTDOWN_DEADLINE"] = "4s";
   ServiceProcess api({CHARGE_API_BIN}, env);
 
   auto first = std::async(std::launch::async, [&] { return PostCharge(api.port(), "busy-first"); });

@@ -178,6 +178,39 @@ TEST_F(ChargeServiceTest, AChargeBeyondTheAcquirerPlacesIs503BeforeItsIntent) {
   EXPECT_TRUE(acquirer_->captures.empty());                    // nothing sent
 }
 
+// Issue 14, defect 5: shutting down ends every charge's work within one attempt or one backoff, with
+// what is known recorded and the lease given back, so the drain outlasts it and a retry need not wait.
+TEST_F(ChargeServiceTest, WhileDrainingANewChargeIs503BeforeItsIntent) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  service_->Drain();
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 503);
+  EXPECT_FALSE(table_.IdByKey(kMerchant, "k1").has_value());
+  EXPECT_TRUE(acquirer_->captures.empty());
+}
+
+TEST_F(ChargeServiceTest, ADrainingRunStopsAfterItsAttemptInFlightAndGivesTheLeaseBack) {
+  Script({Answer(OutcomeKind::kTimedOut), Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("Begin", [&] { service_->Drain(); });  // SIGTERM once the intent is on its way
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(acquirer_->captures.size(), 1u);  // no attempt 2
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_FALSE(Charge().owner_id.has_value());
+}
+
+TEST_F(ChargeServiceTest, ADrainingTakeoverDoesNotStartACapture) {
+  DeadOwnersCharge();
+  Script({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("Begin", [&] { service_->Drain(); });  // SIGTERM once the takeover has begun
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(acquirer_->lookups.size(), 1u);
+  EXPECT_TRUE(acquirer_->captures.empty());
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_FALSE(Charge().owner_id.has_value());
+}
+
 // Defect 1: nothing left this run, but a capture of someone else's may have (an actor that ignored the
 // lease, or one whose lease ran out): the history read after the run forbids "no money was taken".
 TEST_F(ChargeServiceTest, AFirstCaptureThatNeverLeftStaysPendingWhenAnotherCaptureMayHaveLeft) {

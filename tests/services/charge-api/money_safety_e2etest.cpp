@@ -334,7 +334,8 @@ TEST_F(MoneySafetyE2E, AFirstOwnerWakingWithNothingSentNeverFailsACaptureInProgr
   SetFaults(R"({"latency": {"distribution": "fixed", "ms": 5000}, "apply_to": ["capture"]})");
   auto retrying = StartApi({{"ACQUIRER_REQUEST_TIMEOUT", "6s"},
                             {"ACQUIRER_RETRY_TOTAL_BUDGET", "200ms"},
-                            {"CHARGE_LEASE", "6500ms"}});
+                            {"CHARGE_LEASE", "6500ms"},
+                            {"SHUTDOWN_DEADLINE", "7s"}});
   const auto second = Post(*retrying, "d5-api");
   const auto answered_first = first.get();
   EXPECT_EQ(second.status(), 201u) << second.response.body();
@@ -437,7 +438,8 @@ TEST_F(MoneySafetyE2E, ATakeoverKeepsItsLeaseAcrossLookupAndCapture) {
   SetFaults(R"({"latency": {"distribution": "fixed", "ms": 2800}, "apply_to": ["capture", "lookup"]})");
   const EnvChanges slow{{"ACQUIRER_REQUEST_TIMEOUT", "3200ms"},
                         {"ACQUIRER_RETRY_TOTAL_BUDGET", "200ms"},
-                        {"CHARGE_LEASE", "3500ms"}};
+                        {"CHARGE_LEASE", "3500ms"},
+                        {"SHUTDOWN_DEADLINE", "4s"}};
   auto api = StartApi(slow);
   auto first = std::async(std::launch::async, [&] { return Post(*api, "d9"); });
   ASSERT_TRUE(Eventually([&] { return Field("d9", "owner_id LIKE '%/%' AND lease_expires_at > now()") == "t"; }));

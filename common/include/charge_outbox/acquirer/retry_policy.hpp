@@ -9,6 +9,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -77,6 +78,7 @@ enum class RetryVerdict {
   kStopAttemptsExhausted,      // max_attempts made
   kStopBudgetExhausted,        // the next backoff would start past the budget
   kStopRetryAfterBeyondBudget, // the acquirer asked us to wait longer than the budget has left
+  kStopDraining,               // the process is shutting down: no new attempt after the one in flight
 };
 
 struct RetryDecision {
@@ -102,9 +104,16 @@ class RetryPolicy {
 
   const RetryPolicyOptions& options() const { return options_; }
 
+  // From now on every run stops after its attempt in flight (kStopDraining), and a run waiting out a
+  // backoff stops when it wakes: a process shutting down ends its runs within one attempt or one backoff,
+  // instead of a whole budget. Thread-safe; shared by copies of this policy; never undone.
+  void StopRetrying() const { draining_->store(true); }
+  bool Draining() const { return draining_->load(); }
+
  private:
   RetryPolicyOptions options_;
   std::shared_ptr<RandomSource> random_;
+  std::shared_ptr<std::atomic<bool>> draining_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 // Handed to each attempt.
