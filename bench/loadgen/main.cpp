@@ -41,6 +41,8 @@
 #include <string_view>
 #include <vector>
 
+#include "client_support.hpp"
+
 namespace charge_outbox::bench {
 namespace {
 
@@ -53,8 +55,9 @@ constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 
 constexpr const char* kUsage = R"(usage: loadgen --port PORT [options]
   --host HOST            target address (127.0.0.1)
+  --source ADDR          local address to send from, e.g. 127.0.0.2 (the kernel's choice)
   --port PORT            target port (required)
-  --method METHOD        GET, POST, PUT (POST)
+  --method METHOD        any method token, e.g. GET, POST, PUT, TRACE, BREW (POST)
   --path PATH            request target, placeholders allowed (/v1/captures)
   --body TEXT            body template; {seq} and {run} are replaced per request
   --body-file FILE       body template read from a file
@@ -126,7 +129,8 @@ class Template {
 struct Options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;
-  bhttp::verb method = bhttp::verb::post;
+  std::string method = "POST";
+  std::optional<asio::ip::address> source;
   std::string path = "/v1/captures";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
@@ -137,17 +141,6 @@ struct Options {
   std::chrono::milliseconds timeout{5'000};
   std::string label = "loadgen";
 };
-
-std::chrono::milliseconds ParseDuration(const std::string& text) {
-  std::int64_t amount = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), amount);
-  const std::string_view unit(ptr, static_cast<std::size_t>(text.data() + text.size() - ptr));
-  if (ec != std::errc{} || amount < 0) throw std::invalid_argument("bad duration " + text);
-  if (unit == "ms") return std::chrono::milliseconds{amount};
-  if (unit == "s") return std::chrono::seconds{amount};
-  if (unit == "m") return std::chrono::minutes{amount};
-  throw std::invalid_argument("bad duration " + text + " (use ms, s or m)");
-}
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
@@ -162,7 +155,8 @@ Options ParseArgs(int argc, char** argv) {
     const std::string& value = args[++i];
     if (flag == "--host") o.host = value;
     else if (flag == "--port") o.port = static_cast<std::uint16_t>(std::stoul(value));
-    else if (flag == "--method") o.method = bhttp::string_to_verb(value);
+    else if (flag == "--method") o.method = value;
+    else if (flag == "--source") o.source = asio::ip::make_address(value);
     else if (flag == "--path") o.path = value;
     else if (flag == "--body") o.body = value;
     else if (flag == "--body-file") {
@@ -186,7 +180,9 @@ Options ParseArgs(int argc, char** argv) {
     else throw std::invalid_argument("unknown flag " + flag);
   }
   if (o.port == 0) throw std::invalid_argument("--port is required");
-  if (o.method == bhttp::verb::unknown) throw std::invalid_argument("unknown --method");
+  if (o.method.empty() || o.method.find_first_of(" \t\r\n") != std::string::npos) {
+    throw std::invalid_argument("--method must be one token");
+  }
   if (o.connections == 0) throw std::invalid_argument("--connections must be at least 1");
   if (o.rate && *o.rate <= 0) throw std::invalid_argument("--rate must be positive");
   return o;
@@ -233,6 +229,19 @@ class LoadGenerator {
     return buf;
   }
 
+  // With --source the socket is bound to that address first, so only the first resolved endpoint is tried.
+  asio::awaitable<boost::system::error_code> Connect(beast::tcp_stream& stream,
+                                                     const tcp::resolver::results_type& endpoints) {
+    if (!options_.source) {
+      auto [ec, endpoint] = co_await stream.async_connect(endpoints, kNoThrow);
+      co_return ec;
+    }
+    const tcp::endpoint target = *endpoints.begin();
+    if (const auto ec = OpenFrom(stream.socket(), target.protocol(), *options_.source)) co_return ec;
+    auto [connect_ec] = co_await stream.async_connect(target, kNoThrow);
+    co_return connect_ec;
+  }
+
   asio::awaitable<void> Connection() {
     tcp::resolver resolver(ioc_);
     const auto endpoints = co_await resolver.async_resolve(options_.host, std::to_string(options_.port), asio::use_awaitable);
@@ -240,7 +249,11 @@ class LoadGenerator {
     beast::flat_buffer buffer;
     bool connected = false;
     asio::steady_timer pacer(ioc_);
-    bhttp::request<bhttp::string_body> request{options_.method, "", 11};
+    bhttp::request<bhttp::string_body> request;
+    request.version(11);
+    // A method Beast does not know (a hostile client's BREW) is sent as its text.
+    if (const auto verb = bhttp::string_to_verb(options_.method); verb != bhttp::verb::unknown) request.method(verb);
+    else request.method_string(options_.method);
     request.set(bhttp::field::host, options_.host);
     std::string scratch;
     for (;;) {
@@ -261,7 +274,7 @@ class LoadGenerator {
       }
       if (!connected) {
         stream.expires_after(options_.timeout);
-        auto [connect_ec, endpoint] = co_await stream.async_connect(endpoints, kNoThrow);
+        const auto connect_ec = co_await Connect(stream, endpoints);
         if (connect_ec) {
           Record(sent_at, std::nullopt);
           continue;
@@ -331,12 +344,6 @@ class LoadGenerator {
   std::uint64_t next_seq_ = 0;
   Stats stats_;
 };
-
-std::uint32_t Percentile(const std::vector<std::uint32_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const auto rank = static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
-  return sorted[std::min(rank, sorted.size() - 1)];
-}
 
 }  // namespace
 }  // namespace charge_outbox::bench
