@@ -228,6 +228,8 @@ Database::Database(std::string url, DatabaseOptions options)
 
 Database::~Database() = default;
 
+void Database::Close() { pool_->Close(); }
+
 boost::asio::awaitable<DbResult<int>> Database::SchemaVersion() {
   try {
     co_return co_await pool_->Run([](pqxx::connection& conn) {

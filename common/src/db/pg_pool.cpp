@@ -12,13 +12,17 @@ PgPool::PgPool(std::string database_url, PgPoolOptions options)
   for (std::size_t i = 0; i < options_.connections; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
-PgPool::~PgPool() {
+PgPool::~PgPool() { Close(); }
+
+void PgPool::Close() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  for (auto& w : workers_) w.join();
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
 }
 
 std::size_t PgPool::queued() const {

@@ -59,7 +59,12 @@ class PoolOverloaded : public std::runtime_error {
 class PgPool {
  public:
   PgPool(std::string database_url, PgPoolOptions options);
-  ~PgPool();  // finishes queued jobs, then joins the workers
+  ~PgPool();  // Close()
+
+  // Finishes the jobs queued and running (each within its call deadline), then joins the workers; a job
+  // submitted from then on is refused (PoolOverloaded). Idempotent. A daemon closes its pools while the
+  // executors their jobs resume on still exist, so no completion lands in a destroyed one.
+  void Close();
   PgPool(const PgPool&) = delete;
   PgPool& operator=(const PgPool&) = delete;
 

@@ -220,6 +220,11 @@ void ChargeApiApp::Stop(milliseconds drain) {
   parts_->background_work.reset();
   parts_->background.stop();
   if (parts_->background_thread.joinable()) parts_->background_thread.join();
+  // Last, while every executor a database job resumes on still exists: past this no job can complete
+  // into a server or a background that the destructor is taking down.
+  parts_->readiness_database.Close();
+  parts_->auth_database.Close();
+  parts_->database.Close();
 }
 
 }  // namespace charge_outbox::charge_api

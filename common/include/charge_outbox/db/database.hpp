@@ -98,6 +98,9 @@ class Database {
 
   PgPool& pool() { return *pool_; }
 
+  // Runs the jobs already queued, joins the workers and refuses new ones (see PgPool::Close).
+  void Close();
+
   // The highest applied migration: what /readyz checks against the build's version.
   boost::asio::awaitable<DbResult<int>> SchemaVersion();
 
