@@ -102,6 +102,9 @@ TEST(LoadAcquirerClientConfig, ErrorsNameTheKey) {
   EXPECT_EQ(KeyOfError("", key), "acquirer.url");
   EXPECT_EQ(KeyOfError("acquirer:\n  url: ftp://x\n", key), "acquirer.url");
   EXPECT_EQ(KeyOfError("acquirer:\n  url: not a url\n", key), "acquirer.url");
+  // From fuzz/ (config_loader): a byte above 0x7F after the scheme trips an assertion inside Boost.URL 1.81
+  // when its assertions are on; the release library refuses it, and so must we, naming the key.
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: htt:\x8c\n", key), "acquirer.url");
   EXPECT_EQ(KeyOfError("acquirer:\n  url: http://u:p@host\n", key), "acquirer.url");
   EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host/?q=1\n", key), "acquirer.url");
   EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n", {}), "acquirer.api_key");
