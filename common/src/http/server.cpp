@@ -66,6 +66,7 @@ struct Connection {
   asio::cancellation_signal cancel;
   Phase phase = Phase::kIdle;
   std::uint64_t id = 0;
+  std::string client;  // ClientKey of the peer
 };
 
 bool IsHttpParseError(const boost::system::error_code& ec) {
@@ -145,6 +146,7 @@ struct Server::Impl {
   mutable std::mutex mutex;
   std::condition_variable drained;
   std::unordered_map<std::uint64_t, std::shared_ptr<Connection>> connections;
+  std::unordered_map<std::string, std::size_t> connections_per_client;
   std::uint64_t next_connection_id = 1;
   std::atomic<bool> stopping{false};
 
@@ -162,7 +164,11 @@ struct Server::Impl {
 
 void Server::Impl::Unregister(std::uint64_t id) {
   std::lock_guard lock(mutex);
-  connections.erase(id);
+  const auto found = connections.find(id);
+  if (found == connections.end()) return;
+  const auto client = connections_per_client.find(found->second->client);
+  if (client != connections_per_client.end() && --client->second == 0) connections_per_client.erase(client);
+  connections.erase(found);
   if (connections.empty()) drained.notify_all();
 }
 
@@ -197,8 +203,17 @@ asio::awaitable<void> Server::Impl::AcceptLoop() {
         continue;
       }
       warned_full = false;
+      boost::system::error_code peer_ec;
+      auto client = ClientKey(socket.remote_endpoint(peer_ec).address());
+      auto& from_client = connections_per_client[client];
+      if (options.max_connections_per_client != 0 && from_client >= options.max_connections_per_client) {
+        socket.close(ignored);
+        continue;
+      }
+      ++from_client;
       connection = std::make_shared<Connection>(std::move(socket));
       connection->id = next_connection_id++;
+      connection->client = std::move(client);
       connections.emplace(connection->id, connection);
     }
     auto executor = connection->stream.get_executor();
@@ -321,6 +336,15 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
     if (write_ec || !keep_alive) break;
   }
   CloseSocket(stream);
+}
+
+std::string ClientKey(const asio::ip::address& peer) {
+  if (peer.is_v4()) return peer.to_string();
+  const auto v6 = peer.to_v6();
+  if (v6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string();
+  auto bytes = v6.to_bytes();
+  std::fill(bytes.begin() + 8, bytes.end(), 0);
+  return asio::ip::address_v6(bytes).to_string() + "/64";
 }
 
 Server::Server(ServerOptions options, PeerHandler handler)

@@ -52,6 +52,10 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   c.http.read_timeout = r.Duration("http.read_timeout", seconds{10}, milliseconds{100});
   c.http.idle_timeout = r.Duration("http.idle_timeout", seconds{60}, milliseconds{100});
   c.http.max_connections = static_cast<std::size_t>(r.Integer("http.max_connections", 10'000, 1, 1'000'000));
+  // A tenth of the server by default: an address trickling bodies leaves nine tenths to everyone else. A
+  // proxy in front concentrates its clients on its own addresses: raise it, or 0 (no limit), there.
+  c.http.max_connections_per_client =
+      static_cast<std::size_t>(r.Integer("http.max_connections_per_client", 1'000, 0, 1'000'000));
   // The admin port carries probes and the scrape; the API port the API alone (spec section 3).
   c.admin.address = r.String("admin.address", "0.0.0.0");
   c.admin.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));

@@ -31,15 +31,6 @@ bool IsJsonMediaType(std::string_view content_type) {
          });
 }
 
-std::string ClientKey(const asio::ip::address& peer) {
-  if (peer.is_v4()) return peer.to_string();
-  const auto v6 = peer.to_v6();
-  if (v6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string();
-  auto bytes = v6.to_bytes();
-  std::fill(bytes.begin() + 8, bytes.end(), 0);
-  return asio::ip::address_v6(bytes).to_string() + "/64";
-}
-
 Router::Router(ChargeService& service, ApiKeyCache& keys, KeyedLimiter& failed_auth, KeyedLimiter& merchant_rate,
                ChargeApiProbe& probe)
     : service_(service), keys_(keys), failed_auth_(failed_auth), merchant_rate_(merchant_rate), probe_(probe) {}
@@ -102,7 +93,7 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request, cons
   const auto bearer = BearerKey(std::string_view(request[bhttp::field::authorization].data(),
                                                  request[bhttp::field::authorization].size()));
   if (!bearer) co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnauthorized})};
-  auto authenticated = co_await Authenticate(*bearer, ClientKey(peer));
+  auto authenticated = co_await Authenticate(*bearer, http::ClientKey(peer));
   if (auto* refused = std::get_if<ApiError>(&authenticated)) co_return Routed{route, ToResponse(*refused)};
   const auto merchant_id = std::get<charges::Merchant>(std::move(authenticated)).id;
   if (const auto wait = merchant_rate_.TryTake(merchant_id)) {

@@ -43,9 +43,6 @@ class Router {
   ChargeApiProbe& probe_;
 };
 
-// The key a client's failed-authentication budget is kept under: its IPv4 address, or its IPv6 /64 (one
-// host usually holds a whole /64, so counting single IPv6 addresses would be no limit at all).
-std::string ClientKey(const boost::asio::ip::address& peer);
 
 // True for "application/json" with any parameters (charset), in any letter case.
 bool IsJsonMediaType(std::string_view content_type);

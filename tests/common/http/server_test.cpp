@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/http/error.hpp>
 #include <future>
 #include <stdexcept>
@@ -218,6 +221,43 @@ TEST(HttpServer, ConnectionsBeyondTheMaximumAreClosed) {
   ASSERT_TRUE(Eventually([&] { return echo.server().OpenConnections() == 0; }));
   HttpTestClient third(echo.port());
   EXPECT_EQ(third.Get("/4").status(), 200u);
+}
+
+// Issue 14: one address trickling bodies must not hold every connection the server has.
+TEST(HttpServer, ConnectionsBeyondAClientsShareAreClosedWhileOtherClientsGetIn) {
+  EchoServer echo({.max_connections = 10, .max_connections_per_client = 1});
+  HttpTestClient first(echo.port());
+  ASSERT_EQ(first.Get("/1").status(), 200u);
+  HttpTestClient second(echo.port());
+  EXPECT_FALSE(second.Get("/2").ok());  // 127.0.0.1 holds its one
+
+  // Another client (127.0.0.2, loopback as well) is served meanwhile.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket other(io);
+  other.open(boost::asio::ip::tcp::v4());
+  other.bind({boost::asio::ip::make_address("127.0.0.2"), 0});
+  other.connect({boost::asio::ip::make_address("127.0.0.1"), echo.port()});
+  const std::string request = "GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  boost::asio::write(other, boost::asio::buffer(request));
+  std::string answer;
+  boost::system::error_code ec;
+  boost::asio::read(other, boost::asio::dynamic_buffer(answer), ec);
+  EXPECT_THAT(answer, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(answer, HasSubstr("GET /other"));
+
+  // The share is given back when the connection ends.
+  first.Close();
+  ASSERT_TRUE(Eventually([&] { return echo.server().OpenConnections() == 0; }));
+  HttpTestClient third(echo.port());
+  EXPECT_EQ(third.Get("/3").status(), 200u);
+}
+
+TEST(ClientKey, AnIpv4AddressOrAnIpv6Slash64) {
+  using boost::asio::ip::make_address;
+  EXPECT_EQ(ClientKey(make_address("203.0.113.7")), "203.0.113.7");
+  EXPECT_EQ(ClientKey(make_address("::ffff:203.0.113.7")), "203.0.113.7");
+  EXPECT_EQ(ClientKey(make_address("2001:db8:1:2:aaaa:bbbb:cccc:dddd")), ClientKey(make_address("2001:db8:1:2::1")));
+  EXPECT_NE(ClientKey(make_address("2001:db8:1:2::1")), ClientKey(make_address("2001:db8:1:3::1")));
 }
 
 TEST(HttpServer, StopLetsAnInFlightRequestFinishThenRefusesConnections) {

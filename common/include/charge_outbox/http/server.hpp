@@ -57,6 +57,9 @@ struct ServerOptions {
   std::chrono::milliseconds write_timeout{10'000};
   // Connections accepted beyond this are closed at once (the kernel backlog is not a queue we control).
   std::size_t max_connections = 10'000;
+  // Of those, at most this many from one client (ClientKey: an IPv4 address, an IPv6 /64); 0: no limit.
+  // One address trickling bodies must not hold every connection the server has.
+  std::size_t max_connections_per_client = 0;
 };
 
 // Lifecycle: construct, Start() once, Stop() once (more calls are harmless). The destructor stops a
@@ -88,6 +91,10 @@ class Server {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Who a per-client limit counts: an IPv4 address (an IPv4-mapped IPv6 one too), or an IPv6 /64, the
+// block one host usually holds.
+std::string ClientKey(const boost::asio::ip::address& peer);
 
 // An RFC 9457 problem: {"type", "title", "status", "detail"} plus `extra` members (for example "field"
 // naming a bad input, or "type" to replace the default "about:blank"), as application/problem+json.
