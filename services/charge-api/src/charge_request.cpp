@@ -36,15 +36,27 @@ bool HasControlCharacters(std::string_view s) {
   return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
+// Which characters a required string may hold (docs/openapi.yaml states each as a `pattern`).
+enum class Charset {
+  kText,        // any character but C0 controls and DEL
+  kAsciiToken,  // printable ASCII (0x20-0x7E): an acquirer token, which the acquirer bounds in bytes
+};
+
 std::optional<FieldError> RequiredString(const json::object& o, std::string_view field, std::size_t max,
-                                         std::string& out) {
+                                         Charset charset, std::string& out) {
   const auto* v = o.if_contains(field);
   if (v == nullptr) return FieldError{std::string(field), "is required"};
   if (!v->is_string()) return FieldError{std::string(field), "must be a string"};
   const auto& s = v->get_string();
   if (s.empty()) return FieldError{std::string(field), "must not be empty"};
-  if (s.size() > max) return FieldError{std::string(field), "must be at most " + std::to_string(max) + " bytes"};
+  if (CharacterCount(s) > max) {
+    return FieldError{std::string(field), "must be at most " + std::to_string(max) + " characters"};
+  }
   if (HasControlCharacters(s)) return FieldError{std::string(field), "must not contain control characters"};
+  if (charset == Charset::kAsciiToken &&
+      std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) > 0x7e; })) {
+    return FieldError{std::string(field), "must be printable ASCII"};
+  }
   out.assign(s.data(), s.size());
   return std::nullopt;
 }
@@ -90,17 +102,19 @@ std::variant<ChargeRequest, FieldError> ParseChargeRequest(std::string_view body
   if (r.amount <= 0) return FieldError{"amount", "must be greater than 0"};
   if (r.amount > kMaxAmount) return FieldError{"amount", "must be at most " + std::to_string(kMaxAmount)};
 
-  if (auto e = RequiredString(o, "currency", 3, r.currency)) return *e;
+  if (auto e = RequiredString(o, "currency", 3, Charset::kText, r.currency)) return *e;
   if (!IsIso4217Currency(r.currency)) {
     return FieldError{"currency", "must be an ISO 4217 code in upper case, such as BRL"};
   }
-  if (auto e = RequiredString(o, "order_id", kMaxIdentifierLength, r.order_id)) return *e;
-  if (auto e = RequiredString(o, "payment_method", kMaxIdentifierLength, r.payment_method)) return *e;
+  if (auto e = RequiredString(o, "order_id", kMaxIdentifierLength, Charset::kText, r.order_id)) return *e;
+  if (auto e = RequiredString(o, "payment_method", kMaxIdentifierLength, Charset::kAsciiToken, r.payment_method)) {
+    return *e;
+  }
   if (const auto* d = o.if_contains("description"); d != nullptr && !d->is_null()) {
     if (!d->is_string()) return FieldError{"description", "must be a string"};
     const auto& s = d->get_string();
-    if (s.size() > kMaxDescriptionLength) {
-      return FieldError{"description", "must be at most " + std::to_string(kMaxDescriptionLength) + " bytes"};
+    if (CharacterCount(s) > kMaxDescriptionLength) {
+      return FieldError{"description", "must be at most " + std::to_string(kMaxDescriptionLength) + " characters"};
     }
     // Free text may span lines; other control characters, NUL above all (PostgreSQL text cannot hold it,
     // so the stored description would differ from the one fingerprinted), are refused.
@@ -112,6 +126,11 @@ std::variant<ChargeRequest, FieldError> ParseChargeRequest(std::string_view body
     r.description = std::string(s.data(), s.size());
   }
   return r;
+}
+
+std::size_t CharacterCount(std::string_view utf8) {
+  return static_cast<std::size_t>(
+      std::count_if(utf8.begin(), utf8.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
 bool IsValidIdempotencyKey(std::string_view key) {

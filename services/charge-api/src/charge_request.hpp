@@ -27,6 +27,10 @@ struct FieldError {
   std::string problem;
 };
 
+// Lengths are in characters (Unicode code points), as JSON Schema's maxLength in docs/openapi.yaml counts
+// them. payment_method is printable ASCII, so its characters are its bytes, as the acquirer counts them;
+// and the largest body the schema allows stays under the 16 KiB body limit even with every character
+// \u-escaped (12 bytes for one above U+FFFF).
 inline constexpr std::int64_t kMaxAmount = 999'999'999'999;  // minor units; far above any card limit
 inline constexpr std::size_t kMaxIdentifierLength = 255;    // order_id, payment_method
 inline constexpr std::size_t kMaxDescriptionLength = 1000;
@@ -34,6 +38,9 @@ inline constexpr std::size_t kMaxDescriptionLength = 1000;
 // Strict: a JSON object with exactly the known members, right types, sane sizes. Nesting is refused
 // by the parser before any value is built, so no body can exhaust the stack.
 std::variant<ChargeRequest, FieldError> ParseChargeRequest(std::string_view body);
+
+// Unicode code points in UTF-8 text (Boost.JSON has validated it): the bytes that start a character.
+std::size_t CharacterCount(std::string_view utf8);
 
 // 1 to 255 visible ASCII characters (0x21-0x7E).
 bool IsValidIdempotencyKey(std::string_view key);

@@ -56,6 +56,33 @@ TEST(ParseChargeRequest, NamesTheFieldOfEachProblem) {
             "description");
 }
 
+// docs/openapi.yaml's maxLength counts characters, as JSON Schema does: a schema-valid order id of 255
+// four-byte characters (1,020 bytes) is accepted, the 256th character is not. payment_method is printable
+// ASCII (its characters are its bytes, as the acquirer counts them).
+TEST(ParseChargeRequest, LengthsAreInCharactersAsTheOpenApiSchemaCounts) {
+  const auto body = [](const std::string& order_id, const std::string& payment_method, const std::string& description) {
+    return R"({"amount":1,"currency":"BRL","order_id":")" + order_id + R"(","payment_method":")" + payment_method +
+           R"(","description":")" + description + R"("})";
+  };
+  std::string emoji_255, e_acute_1000;
+  for (int i = 0; i < 255; ++i) emoji_255 += "\U0001F600";
+  for (int i = 0; i < 1000; ++i) e_acute_1000 += "\u00e9";
+  auto ok = ParseChargeRequest(body(emoji_255, std::string(255, '~'), e_acute_1000));
+  ASSERT_TRUE(std::holds_alternative<ChargeRequest>(ok)) << std::get<FieldError>(ok).problem;
+  EXPECT_EQ(std::get<ChargeRequest>(ok).order_id.size(), 1020u);
+  EXPECT_EQ(std::get<ChargeRequest>(ok).description->size(), 2000u);
+  // As JSON escapes too: a character above U+FFFF is one character however it is written.
+  std::string escaped_255;
+  for (int i = 0; i < 255; ++i) escaped_255 += "\\ud83d\\ude00";
+  EXPECT_TRUE(std::holds_alternative<ChargeRequest>(ParseChargeRequest(body(escaped_255, "p", "d"))));
+
+  EXPECT_EQ(ErrorOf(body(emoji_255 + "x", "p", "d")).field, "order_id");
+  EXPECT_EQ(ErrorOf(body("o", "p", e_acute_1000 + "e")).field, "description");
+  EXPECT_EQ(ErrorOf(body("o", std::string(256, 'p'), "d")).field, "payment_method");
+  EXPECT_EQ(ErrorOf(body("o", "pm_t\u00f6k", "d")).field, "payment_method");
+  EXPECT_EQ(ErrorOf(body("o", "pm_\u00a0tok", "d")).field, "payment_method");
+}
+
 TEST(ParseChargeRequest, OnlyCurrenciesMoneyMovesInAreAccepted) {
   const auto with = [](const std::string& currency) {
     return R"({"amount":1,"currency":")" + currency + R"(","order_id":"o","payment_method":"p"})";
