@@ -338,7 +338,8 @@ bool ChargeService::PastDeadline(const charges::Charge& charge) {
 
 asio::awaitable<http::Response> ChargeService::Get(const std::string& merchant_id, const std::string& public_id) {
   const auto uuid = charges::UuidFromPublicId(public_id);
-  if (!uuid) co_return ToResponse(ApiError{ApiErrc::kNotFound, "No charge " + public_id + "."});
+  // Not echoed: the path's bytes, percent-decoded, need not be UTF-8, and a JSON body must be.
+  if (!uuid) co_return ToResponse(ApiError{ApiErrc::kNotFound, "Not a charge id (ch_ and 32 hex digits)."});
   const auto found = co_await store_.FindById(merchant_id, *uuid);
   if (!found) co_return ToResponse(Unavailable(options_.unavailable_retry_after, found.error().detail));
   if (!*found) co_return ToResponse(ApiError{ApiErrc::kNotFound, "No charge " + public_id + "."});

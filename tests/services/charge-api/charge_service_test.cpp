@@ -411,5 +411,16 @@ TEST_F(ChargeServiceTest, AReplayOfAFlaggedChargeAnswersItsCurrentState) {
   EXPECT_EQ(boost::json::parse(got.body()), boost::json::parse(replay.body()));
 }
 
+// Issue 14, defect 10 (docs/openapi.yaml's 404 is problem+json): an id that is not a charge id is not
+// echoed, since GET /v1/charges/%FF decodes to a byte that is not UTF-8 and the body would not be JSON.
+TEST_F(ChargeServiceTest, AnIdThatIsNotAChargeIdIs404WithAJsonBodyWhateverItsBytes) {
+  const auto got = Await(service_->Get(kMerchant, "\xff\xc3("));
+  EXPECT_EQ(got.result_int(), 404);
+  boost::system::error_code ec;
+  const auto body = boost::json::parse(got.body(), ec);
+  ASSERT_FALSE(ec) << got.body();
+  EXPECT_EQ(body.at("status"), 404);
+}
+
 }  // namespace
 }  // namespace charge_outbox::charge_api
