@@ -35,7 +35,8 @@ TEST(OpenApi, CreateChargeDocumentsEveryStatusOfTheContract) {
   const auto responses = Document()["paths"]["/v1/charges"]["post"]["responses"];
   std::set<std::string> statuses;
   for (const auto& r : responses) statuses.insert(r.first.as<std::string>());
-  EXPECT_EQ(statuses, (std::set<std::string>{"201", "202", "400", "401", "402", "409", "413", "415", "422", "429", "503"}));
+  EXPECT_EQ(statuses,
+            (std::set<std::string>{"201", "202", "400", "401", "402", "409", "413", "415", "422", "429", "431", "503"}));
 }
 
 TEST(OpenApi, RequestSchemaMatchesTheParserLimits) {
