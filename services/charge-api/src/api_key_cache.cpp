@@ -45,15 +45,20 @@ std::optional<ApiKeyCache::Answer> ApiKeyCache::Recall(const std::string& api_ke
   const auto hash = util::Sha256Hex(api_key);
   const auto now = clock_();
   std::lock_guard lock(mutex_);
-  if (auto* entry = valid_.Find(hash)) {
-    if (entry->expires > now) return entry->merchant;
-    valid_.Erase(hash);
-  }
+  // An expired valid entry stays (LookupIsFree asks for it) until its lookup replaces it or the LRU
+  // pushes it out.
+  if (auto* entry = valid_.Find(hash); entry != nullptr && entry->expires > now) return entry->merchant;
   if (auto* expires = unknown_.Find(hash)) {
     if (*expires > now) return Answer{};
     unknown_.Erase(hash);
   }
   return std::nullopt;
+}
+
+bool ApiKeyCache::LookupIsFree(const std::string& api_key) {
+  const auto hash = util::Sha256Hex(api_key);
+  std::lock_guard lock(mutex_);
+  return valid_.Find(hash) != nullptr || flights_.contains(hash);
 }
 
 void ApiKeyCache::Remember(const std::string& hash, const Answer& answer) {

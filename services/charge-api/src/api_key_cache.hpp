@@ -45,6 +45,12 @@ class ApiKeyCache {
   // What memory says of the key, without the database; nullopt when it has no fresh answer.
   std::optional<Answer> Recall(const std::string& api_key);
 
+  // Whether looking the key up now is no sign of guessing: it was valid when last asked (its answer has
+  // only expired; a busy merchant must not spend its address's failed-authentication budget at every
+  // expiry), or a lookup of it is already running (the one who started it paid). Either may change by
+  // the time Lookup runs; the gap costs at most one lookup.
+  bool LookupIsFree(const std::string& api_key);
+
   // Asks the database (one query per key at a time, however many ask) and remembers the answer.
   boost::asio::awaitable<db::DbResult<Answer>> Lookup(const std::string& api_key);
 

@@ -46,25 +46,33 @@ asio::awaitable<http::Reply> Router::Handle(http::Request request, asio::ip::add
 // A valid key memory knows costs nothing. Any other key takes a token from its client's failed-
 // authentication budget before it is looked up, and gets it back if it turns out valid (or the database
 // fails): a client past its budget is refused with 429 for the cost of a hash and two map lookups, and
-// however many connections it opens, its lookups never outrun the budget.
+// however many connections it opens, its lookups never outrun the budget. A key whose valid answer has
+// just expired, or one already being looked up, takes none: a merchant's own requests arriving while its
+// key is asked again must never be refused as guesses.
 asio::awaitable<std::variant<charges::Merchant, ApiError>> Router::Authenticate(const std::string& api_key,
                                                                               const std::string& client) {
   auto answer = keys_.Recall(api_key);
   if (answer && *answer) co_return **answer;
-  if (const auto wait = failed_auth_.TryTake(client)) {
-    probe_.OnRefused("failed_auth_limit");
-    co_return ApiError{ApiErrc::kTooManyFailedAuthentications, "", "", *wait};
+  const bool budgeted = answer.has_value() || !keys_.LookupIsFree(api_key);
+  if (budgeted) {
+    if (const auto wait = failed_auth_.TryTake(client)) {
+      probe_.OnRefused("failed_auth_limit");
+      co_return ApiError{ApiErrc::kTooManyFailedAuthentications, "", "", *wait};
+    }
   }
+  const auto refund = [&] {
+    if (budgeted) failed_auth_.Refund(client);
+  };
   if (!answer) {
     auto found = co_await keys_.Lookup(api_key);
     if (!found) {
-      failed_auth_.Refund(client);
+      refund();
       co_return ApiError{ApiErrc::kDatabaseUnavailable, "", "", std::chrono::seconds{1}};
     }
     answer = *found;
   }
   if (*answer) {
-    failed_auth_.Refund(client);
+    refund();
     co_return **answer;
   }
   co_return ApiError{ApiErrc::kUnauthorized};

@@ -45,6 +45,24 @@ TEST_F(ApiKeyCacheTest, AValidKeyCostsOneLookupPerTtl) {
   EXPECT_EQ(Lookups(), 2);
 }
 
+// Asking again about a key that was valid is no sign of guessing; asking about one nobody has seen valid is.
+TEST_F(ApiKeyCacheTest, OnlyAKeyLastSeenValidIsFreeToLookUpAgain) {
+  ApiKeyCache cache(store_, probe_, {.ttl = 30s, .valid_entries = 10, .unknown_entries = 10}, [this] { return now_; });
+  EXPECT_FALSE(cache.LookupIsFree(kKey)) << "never asked";
+  ASSERT_TRUE(Await(cache.Authenticate(kKey)).value());
+  now_ += 31s;
+  EXPECT_FALSE(cache.Recall(kKey));
+  EXPECT_TRUE(cache.LookupIsFree(kKey)) << "valid when last asked; only its answer expired";
+  ASSERT_TRUE(Await(cache.Authenticate("sk_garbage")));
+  EXPECT_FALSE(cache.LookupIsFree("sk_garbage"));
+  now_ += 31s;
+  EXPECT_FALSE(cache.LookupIsFree("sk_garbage")) << "an expired unknown answer is still no reason to ask for free";
+  // Revoked: the lookup answers unknown, and the key is no longer free to ask about.
+  table_.merchants_by_key_hash_.clear();
+  ASSERT_TRUE(Await(cache.Authenticate(kKey)));
+  EXPECT_FALSE(cache.LookupIsFree(kKey));
+}
+
 TEST_F(ApiKeyCacheTest, AnUnknownKeyIsRememberedAsUnknown) {
   ApiKeyCache cache(store_, probe_, {.ttl = 30s, .valid_entries = 10, .unknown_entries = 10}, [this] { return now_; });
   EXPECT_FALSE(cache.Recall("sk_garbage"));

@@ -140,6 +140,34 @@ TEST_F(HostileClientsE2E, AValidKeyIsStillRememberedAfterTwentyThousandUnknownKe
   EXPECT_EQ(Lookups("found"), 1);
 }
 
+// When a merchant's key is asked again (its answer expired), the requests arriving during that lookup
+// are the merchant's own, not guesses: they must never spend the address's failed-authentication budget.
+// Before, each took a token, and a busy merchant got 429 at every expiry once more requests than the
+// burst arrived while the key was looked up (the flood bench saw it under load).
+TEST_F(HostileClientsE2E, AMerchantsRequestsWhileItsKeyIsAskedAgainAreNeverRefusedAsGuesses) {
+  StartApi({{"AUTH_CACHE_TTL", "50ms"},
+            {"AUTH_FAILED_LIMIT_RATE", "0.01"},
+            {"AUTH_FAILED_LIMIT_BURST", "2"},
+            {"RATE_LIMIT_PER_MERCHANT_RATE", "0"}});
+  constexpr int kThreads = 16;
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  std::atomic<int> answered{0}, refused{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      HttpTestClient client(api_->port());
+      while (std::chrono::steady_clock::now() < until) {
+        const auto status = client.Get("/v1/charges?idempotency_key=k", Bearer(kApiKey1)).status();
+        ++(status == 404 ? answered : status == 429 ? refused : other);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(refused.load(), 0) << "of " << answered.load() + refused.load() << " requests with a valid key";
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GE(Lookups("found"), 3) << "the key must have expired and been asked again during the run";
+}
+
 // Concurrent requests with the same unknown key share one lookup, and later ones are answered from memory.
 TEST_F(HostileClientsE2E, ManyConnectionsWithTheSameUnknownKeyCostOneLookup) {
   StartApi({{"AUTH_FAILED_LIMIT_RATE", "0"}});
