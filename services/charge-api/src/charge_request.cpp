@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "charge_outbox/util/sha256.hpp"
 
@@ -96,6 +97,17 @@ std::variant<ChargeRequest, FieldError> ParseChargeRequest(std::string_view body
     r.amount = amount->get_int64();
   } else if (amount->is_uint64()) {
     return FieldError{"amount", "must be at most " + std::to_string(kMaxAmount)};
+  } else if (amount->is_double()) {
+    // JSON Schema's integer (docs/openapi.yaml) is a number without a fraction, however it is written:
+    // 649.0 and 6.49e2 are 649 (a Schemathesis run sends them). Every amount up to kMaxAmount is exact
+    // in a double; anything past it is refused below before the conversion.
+    const double d = amount->get_double();
+    if (!std::isfinite(d) || std::trunc(d) != d) return FieldError{"amount", "must be an integer number of minor units"};
+    if (d > static_cast<double>(kMaxAmount)) {
+      return FieldError{"amount", "must be at most " + std::to_string(kMaxAmount)};
+    }
+    if (d < 1) return FieldError{"amount", "must be greater than 0"};
+    r.amount = static_cast<std::int64_t>(d);
   } else {
     return FieldError{"amount", "must be an integer number of minor units"};
   }

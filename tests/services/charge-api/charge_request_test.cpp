@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace charge_outbox::charge_api {
 namespace {
@@ -40,7 +42,12 @@ TEST(ParseChargeRequest, NamesTheFieldOfEachProblem) {
   EXPECT_EQ(ErrorOf(R"({"amount":-5,)" + ok_rest + "}").field, "amount");
   EXPECT_EQ(ErrorOf(R"({"amount":10.5,)" + ok_rest + "}").field, "amount");
   EXPECT_EQ(ErrorOf(R"({"amount":"100",)" + ok_rest + "}").field, "amount");
-  EXPECT_EQ(ErrorOf(R"({"amount":1e3,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":1e-3,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":0.0,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":-1.0,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":1e12,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":1e300,)" + ok_rest + "}").field, "amount");
+  EXPECT_EQ(ErrorOf(R"({"amount":999999999999.5,)" + ok_rest + "}").field, "amount");
   EXPECT_EQ(ErrorOf(R"({"amount":99999999999999999999999,)" + ok_rest + "}").field, "amount");
   EXPECT_EQ(ErrorOf(R"({"amount":18446744073709551615,)" + ok_rest + "}").field, "amount");
   EXPECT_EQ(ErrorOf(R"({"amount":1,"currency":"brl","order_id":"o","payment_method":"p"})").field, "currency");
@@ -81,6 +88,21 @@ TEST(ParseChargeRequest, LengthsAreInCharactersAsTheOpenApiSchemaCounts) {
   EXPECT_EQ(ErrorOf(body("o", std::string(256, 'p'), "d")).field, "payment_method");
   EXPECT_EQ(ErrorOf(body("o", "pm_t\u00f6k", "d")).field, "payment_method");
   EXPECT_EQ(ErrorOf(body("o", "pm_\u00a0tok", "d")).field, "payment_method");
+}
+
+// JSON Schema's integer (docs/openapi.yaml's amount) is a number without a fraction however written: a
+// Schemathesis run sent {"amount": 649.0} and got 400.
+TEST(ParseChargeRequest, AnAmountWithoutAFractionIsAnIntegerHoweverItIsWritten) {
+  const std::string rest = R"(,"currency":"BRL","order_id":"o","payment_method":"p"})";
+  for (const auto& [text, amount] : std::vector<std::pair<std::string, std::int64_t>>{
+           {"649.0", 649}, {"6.49e2", 649}, {"1e3", 1000}, {"1E0", 1}, {"999999999999.0", kMaxAmount}}) {
+    auto r = ParseChargeRequest(R"({"amount":)" + text + rest);
+    ASSERT_TRUE(std::holds_alternative<ChargeRequest>(r)) << text << ": " << std::get<FieldError>(r).problem;
+    EXPECT_EQ(std::get<ChargeRequest>(r).amount, amount) << text;
+    EXPECT_EQ(RequestFingerprint(std::get<ChargeRequest>(r)),
+              RequestFingerprint(std::get<ChargeRequest>(ParseChargeRequest(R"({"amount":)" + std::to_string(amount) + rest))))
+        << text << " is the same charge as " << amount;
+  }
 }
 
 TEST(ParseChargeRequest, OnlyCurrenciesMoneyMovesInAreAccepted) {
