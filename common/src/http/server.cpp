@@ -136,6 +136,8 @@ struct Server::Impl {
   asio::awaitable<void> AcceptLoop();
   asio::awaitable<void> RunSession(std::shared_ptr<Connection> connection);
   asio::awaitable<void> WriteAndClose(beast::tcp_stream& stream, Response response);
+  // Holds a refusal to the connection's client as long as the pacer says; not while stopping.
+  asio::awaitable<void> PaceRefusal(const Connection& connection);
   void Unregister(std::uint64_t id);
 
   const ServerOptions options;
@@ -225,6 +227,15 @@ asio::awaitable<void> Server::Impl::AcceptLoop() {
   }
 }
 
+asio::awaitable<void> Server::Impl::PaceRefusal(const Connection& connection) {
+  if (!options.pacer || stopping.load()) co_return;
+  const auto hold = options.pacer->HoldFor(connection.client);
+  if (hold <= std::chrono::milliseconds::zero()) co_return;
+  // Stop cancels it through the session's cancellation slot, like any wait of a busy connection.
+  asio::steady_timer timer(co_await asio::this_coro::executor, hold);
+  co_await timer.async_wait(kNoThrow);
+}
+
 asio::awaitable<void> Server::Impl::WriteAndClose(beast::tcp_stream& stream, Response response) {
   response.keep_alive(false);
   response.prepare_payload();
@@ -304,7 +315,10 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
         problem = ProblemJson(Status::bad_request, "Malformed HTTP request",
                               "the request could not be parsed: " + header_ec.message());
       }
-      if (problem.has_value()) co_await WriteAndClose(stream, std::move(*problem));
+      if (problem.has_value()) {
+        co_await PaceRefusal(*connection);
+        co_await WriteAndClose(stream, std::move(*problem));
+      }
       break;
     }
 
@@ -325,6 +339,7 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
                                 "the request could not be handled; it is safe to retry")};
     }
     if (reply.close_without_answer) break;
+    if (reply.anonymous_refusal) co_await PaceRefusal(*connection);
 
     Response& response = reply.response;
     response.version(version);

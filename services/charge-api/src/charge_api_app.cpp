@@ -22,6 +22,7 @@
 #include "charge_outbox/metrics/metrics.hpp"
 #include "charge_service.hpp"
 #include "readiness.hpp"
+#include "refusal_pacer.hpp"
 #include "router.hpp"
 #include "token_bucket.hpp"
 
@@ -34,6 +35,12 @@ using std::chrono::seconds;
 
 // Merchants whose request rate is tracked; only authenticated merchants are, so no client can grow it.
 constexpr std::size_t kMaxMerchantsTracked = 100'000;
+
+// The API server's options with its pacer: none when pacing is off.
+http::ServerOptions ApiServerOptions(http::ServerOptions options, const RefusalPacing& pacing, ChargeApiProbe& probe) {
+  if (pacing.rule.rate > 0) options.pacer = std::make_shared<ClientRefusalPacer>(pacing, probe);
+  return options;
+}
 
 std::string DefaultInstanceId() {
   char host[256] = {};
@@ -56,6 +63,15 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   // proxy in front concentrates its clients on its own addresses: raise it, or 0 (no limit), there.
   c.http.max_connections_per_client =
       static_cast<std::size_t>(r.Integer("http.max_connections_per_client", 1'000, 0, 1'000'000));
+  // What one address may be refused before a merchant is known: a burst, then `rate` a second, each
+  // further answer held for its turn. Tests and scanners fit in the burst; a flood slows to the rate.
+  const RefusalPacing pacing_defaults;
+  c.refusal_pacing.rule.rate = r.Number("http.refusal_pacing.rate", pacing_defaults.rule.rate, 0, 1e6);
+  c.refusal_pacing.rule.burst = r.Number("http.refusal_pacing.burst", pacing_defaults.rule.burst, 1, 1e7);
+  c.refusal_pacing.max_wait =
+      r.Duration("http.refusal_pacing.max_wait", pacing_defaults.max_wait, milliseconds{1}, std::chrono::minutes{1});
+  c.refusal_pacing.clients =
+      static_cast<std::size_t>(r.Integer("http.refusal_pacing.clients", 100'000, 1, 10'000'000));
   // The admin port carries probes and the scrape; the API port the API alone (spec section 3).
   c.admin.address = r.String("admin.address", "0.0.0.0");
   c.admin.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));
@@ -151,7 +167,7 @@ struct ChargeApiApp::Parts {
                             .connection = config.database}),
         readiness(readiness_database, db::EmbeddedSchemaVersion(), config.readiness_reuse),
         admin_router(readiness, *registry, probe),
-        server(config.http,
+        server(ApiServerOptions(config.http, config.refusal_pacing, probe),
                [this](http::Request request, const asio::ip::address& peer) {
                  return router.Handle(std::move(request), peer);
                }),

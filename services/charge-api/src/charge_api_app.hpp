@@ -12,6 +12,7 @@
 #include "charge_outbox/config/config.hpp"
 #include "charge_outbox/db/database.hpp"
 #include "charge_outbox/http/server.hpp"
+#include "refusal_pacer.hpp"
 
 namespace charge_outbox::charge_api {
 
@@ -36,6 +37,7 @@ struct ChargeApiConfig {
   double auth_failed_rate = 5;
   double auth_failed_burst = 50;
   std::size_t auth_failed_clients = 100'000;
+  RefusalPacing refusal_pacing;
   double merchant_rate = 2000;
   double merchant_burst = 4000;
   std::chrono::milliseconds readiness_reuse{};

@@ -55,7 +55,12 @@ ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
       auth_cache_entries_(BuildGauge()
                               .Name("charge_api_auth_cache_entries")
                               .Help("API key hashes remembered, by answer (valid, unknown)")
-                              .Register(registry)) {
+                              .Register(registry)),
+      refusals_held_(BuildCounter()
+                         .Name("charge_api_refusals_held_total")
+                         .Help("Answers to anonymous clients (no route, method, key) held to pace their client")
+                         .Register(registry)
+                         .Add({})) {
   // Every label value is known up front: the series exist (at 0) before the first event.
   for (const char* result : {"found", "unknown", "error"}) auth_lookups_.Add({{"result", result}});
   for (const char* reason : {"failed_auth_limit", "merchant_rate_limit"}) refused_.Add({{"reason", reason}});
@@ -91,6 +96,8 @@ void ChargeApiProbe::OnAcquirerCall(const acquirer::AttemptOutcome& outcome, std
 void ChargeApiProbe::OnAuthLookup(std::string_view result) {
   auth_lookups_.Add({{"result", std::string(result)}}).Increment();
 }
+
+void ChargeApiProbe::OnRefusalHeld() { refusals_held_.Increment(); }
 
 void ChargeApiProbe::OnRefused(std::string_view reason) { refused_.Add({{"reason", std::string(reason)}}).Increment(); }
 

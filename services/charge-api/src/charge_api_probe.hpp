@@ -28,6 +28,8 @@ class ChargeApiProbe {
   // Requests refused before any work, by reason: failed_auth_limit, merchant_rate_limit.
   void OnRefused(std::string_view reason);
   void SetAuthCacheEntries(std::size_t valid, std::size_t unknown);
+  // An anonymous refusal held for its client's turn (ClientRefusalPacer).
+  void OnRefusalHeld();
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
@@ -41,6 +43,7 @@ class ChargeApiProbe {
   prometheus::Family<prometheus::Counter>& auth_lookups_;
   prometheus::Family<prometheus::Counter>& refused_;
   prometheus::Family<prometheus::Gauge>& auth_cache_entries_;
+  prometheus::Counter& refusals_held_;
 };
 
 }  // namespace charge_outbox::charge_api

@@ -19,6 +19,7 @@ using http::Status;
 struct Router::Routed {
   const char* route;  // a metric label: the route's pattern, never the raw path
   http::Response response;
+  bool anonymous_refusal = false;  // refused before a merchant was known: paced per client
 };
 
 bool IsJsonMediaType(std::string_view content_type) {
@@ -40,7 +41,7 @@ asio::awaitable<http::Reply> Router::Handle(http::Request request, asio::ip::add
   auto routed = co_await Route(request, peer);
   probe_.OnRequest(routed.route, MethodLabel(request.method()), static_cast<int>(routed.response.result_int()),
                    std::chrono::steady_clock::now() - started);
-  co_return http::Reply{std::move(routed.response)};
+  co_return http::Reply{.response = std::move(routed.response), .anonymous_refusal = routed.anonymous_refusal};
 }
 
 // A valid key memory knows costs nothing. Any other key takes a token from its client's failed-
@@ -83,26 +84,34 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request, cons
   // into the request buffer.
   const std::string target_text(request.target().data(), request.target().size());
   const auto target = boost::urls::parse_origin_form(target_text);
-  if (!target) co_return Routed{"other", ToResponse(ApiError{ApiErrc::kNotFound, "Malformed request target."})};
+  if (!target) {
+    co_return Routed{"other", ToResponse(ApiError{ApiErrc::kNotFound, "Malformed request target."}), true};
+  }
   const auto path = target->path();
   const auto method = request.method();
 
   const bool collection = path == "/v1/charges";
   const bool item = path.starts_with("/v1/charges/") && path.size() > 12 && path.find('/', 12) == std::string::npos;
-  if (!collection && !item) co_return Routed{"other", ToResponse(ApiError{ApiErrc::kNotFound, "No such route."})};
+  if (!collection && !item) {
+    co_return Routed{"other", ToResponse(ApiError{ApiErrc::kNotFound, "No such route."}), true};
+  }
   const char* route = collection ? "/v1/charges" : "/v1/charges/{id}";
 
   if (collection && method != bhttp::verb::post && method != bhttp::verb::get) {
-    co_return Routed{route, MethodNotAllowed("GET, POST")};
+    co_return Routed{route, MethodNotAllowed("GET, POST"), true};
   }
-  if (item && method != bhttp::verb::get) co_return Routed{route, MethodNotAllowed("GET")};
+  if (item && method != bhttp::verb::get) co_return Routed{route, MethodNotAllowed("GET"), true};
 
   // Every /v1 route belongs to a merchant.
   const auto bearer = BearerKey(std::string_view(request[bhttp::field::authorization].data(),
                                                  request[bhttp::field::authorization].size()));
-  if (!bearer) co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnauthorized})};
+  if (!bearer) co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnauthorized}), true};
   auto authenticated = co_await Authenticate(*bearer, http::ClientKey(peer));
-  if (auto* refused = std::get_if<ApiError>(&authenticated)) co_return Routed{route, ToResponse(*refused)};
+  if (auto* refused = std::get_if<ApiError>(&authenticated)) {
+    // A database failure is ours, not the client's doing: it is answered at once.
+    if (refused->code == ApiErrc::kDatabaseUnavailable) co_return Routed{route, ToResponse(*refused)};
+    co_return Routed{route, ToResponse(*refused), true};
+  }
   const auto merchant_id = std::get<charges::Merchant>(std::move(authenticated)).id;
   if (const auto wait = merchant_rate_.TryTake(merchant_id)) {
     probe_.OnRefused("merchant_rate_limit");

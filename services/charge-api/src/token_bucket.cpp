@@ -19,6 +19,20 @@ bool TokenBucket::TryTake(const TokenBucketRule& rule, TimePoint now) {
   return true;
 }
 
+std::chrono::nanoseconds TokenBucket::Reserve(const TokenBucketRule& rule, TimePoint now,
+                                              std::chrono::nanoseconds max_wait) {
+  Refill(rule, now);
+  if (tokens_ >= 1) {
+    tokens_ -= 1;
+    return std::chrono::nanoseconds::zero();
+  }
+  const auto wait =
+      std::chrono::round<std::chrono::nanoseconds>(std::chrono::duration<double>((1 - tokens_) / rule.rate));
+  if (wait > max_wait) return max_wait;
+  tokens_ -= 1;
+  return wait;
+}
+
 void TokenBucket::Refund(const TokenBucketRule& rule, TimePoint now) {
   Refill(rule, now);
   tokens_ = std::min(rule.burst, tokens_ + 1);
@@ -33,14 +47,25 @@ std::chrono::seconds TokenBucket::RetryAfter(const TokenBucketRule& rule) const 
 KeyedLimiter::KeyedLimiter(TokenBucketRule rule, std::size_t max_keys, Clock clock)
     : rule_(rule), clock_(std::move(clock)), buckets_(max_keys) {}
 
+TokenBucket& KeyedLimiter::BucketOf(const std::string& key, TimePoint now) {
+  if (auto* bucket = buckets_.Find(key)) return *bucket;
+  return buckets_.Put(key, TokenBucket(rule_, now));
+}
+
 std::optional<std::chrono::seconds> KeyedLimiter::TryTake(const std::string& key) {
   if (!enabled()) return std::nullopt;
   const auto now = clock_();
   std::lock_guard lock(mutex_);
-  auto* bucket = buckets_.Find(key);
-  if (bucket == nullptr) bucket = &buckets_.Put(key, TokenBucket(rule_, now));
-  if (bucket->TryTake(rule_, now)) return std::nullopt;
-  return bucket->RetryAfter(rule_);
+  auto& bucket = BucketOf(key, now);
+  if (bucket.TryTake(rule_, now)) return std::nullopt;
+  return bucket.RetryAfter(rule_);
+}
+
+std::chrono::nanoseconds KeyedLimiter::Reserve(const std::string& key, std::chrono::nanoseconds max_wait) {
+  if (!enabled()) return std::chrono::nanoseconds::zero();
+  const auto now = clock_();
+  std::lock_guard lock(mutex_);
+  return BucketOf(key, now).Reserve(rule_, now, max_wait);
 }
 
 void KeyedLimiter::Refund(const std::string& key) {

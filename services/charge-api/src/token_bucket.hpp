@@ -30,6 +30,11 @@ class TokenBucket {
 
   // Spends a token if there is one.
   bool TryTake(const TokenBucketRule& rule, TimePoint now);
+  // Spends a token even when there is none, owing it, and returns how long the spender must wait for the
+  // token it took: spenders past the burst are queued at the rate (GCRA, nginx's limit_req with a delay).
+  // A wait past `max_wait` is not queued: it returns max_wait and owes nothing, so the debt, and the pace
+  // that anyone sharing the key inherits, stays bounded.
+  std::chrono::nanoseconds Reserve(const TokenBucketRule& rule, TimePoint now, std::chrono::nanoseconds max_wait);
   // Gives a token back (never above the burst).
   void Refund(const TokenBucketRule& rule, TimePoint now);
   // Whole seconds until a token is back, at least 1: a Retry-After.
@@ -50,12 +55,17 @@ class KeyedLimiter {
   bool enabled() const { return rule_.rate > 0; }
   // Spends one of the key's tokens; nullopt when it had one, else the Retry-After.
   std::optional<std::chrono::seconds> TryTake(const std::string& key);
+  // TokenBucket::Reserve for the key's bucket; zero when the limit is off.
+  std::chrono::nanoseconds Reserve(const std::string& key, std::chrono::nanoseconds max_wait);
   // Gives back a token taken in advance (a key that turned out valid, a lookup the database failed).
   // A key with no bucket (forgotten meanwhile) gets none.
   void Refund(const std::string& key);
   std::size_t size() const;
 
  private:
+  // The key's bucket, a full one for a key not seen (or forgotten); under mutex_.
+  TokenBucket& BucketOf(const std::string& key, TimePoint now);
+
   const TokenBucketRule rule_;
   const Clock clock_;
   mutable std::mutex mutex_;

@@ -13,8 +13,10 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/error.hpp>
 #include <future>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "http_test_client.hpp"
 
@@ -42,7 +44,8 @@ boost::asio::awaitable<void> SleepFor(std::chrono::milliseconds duration) {
   co_await timer.async_wait(boost::asio::use_awaitable);
 }
 
-// Echoes "METHOD target body"; `/sleep/N` waits N ms first; `/throw` throws; `/drop` closes.
+// Echoes "METHOD target body"; `/sleep/N` waits N ms first; `/throw` throws; `/drop` closes; `/refuse`
+// answers 401 marked as an anonymous refusal.
 class EchoServer {
  public:
   explicit EchoServer(ServerOptions options = {})
@@ -67,6 +70,9 @@ class EchoServer {
     if (target.starts_with("/sleep/")) co_await SleepFor(std::chrono::milliseconds{std::stoi(target.substr(7))});
     if (target == "/throw") throw std::runtime_error("handler exploded");
     if (target == "/drop") co_return Reply{Response{}, true};
+    if (target == "/refuse") {
+      co_return Reply{.response = ProblemJson(Status::unauthorized, "Unauthorized", "no key"), .anonymous_refusal = true};
+    }
     Response response{Status::ok, 11};
     response.set(bhttp::field::content_type, "text/plain");
     response.body() = std::string(request.method_string()) + " " + target + " " + request.body();
@@ -250,6 +256,58 @@ TEST(HttpServer, ConnectionsBeyondAClientsShareAreClosedWhileOtherClientsGetIn) 
   ASSERT_TRUE(Eventually([&] { return echo.server().OpenConnections() == 0; }));
   HttpTestClient third(echo.port());
   EXPECT_EQ(third.Get("/3").status(), 200u);
+}
+
+// Holds every answer but the first `free` for `hold`, and remembers whom it was asked about.
+class FakePacer final : public RefusalPacer {
+ public:
+  FakePacer(int free, std::chrono::milliseconds hold) : free_(free), hold_(hold) {}
+  std::chrono::milliseconds HoldFor(const std::string& client) override {
+    std::lock_guard lock(mutex_);
+    clients_.push_back(client);
+    return static_cast<int>(clients_.size()) > free_ ? hold_ : std::chrono::milliseconds::zero();
+  }
+  std::vector<std::string> clients() const {
+    std::lock_guard lock(mutex_);
+    return clients_;
+  }
+
+ private:
+  const int free_;
+  const std::chrono::milliseconds hold_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> clients_;
+};
+
+// Only refusals are paced: the handler's marked ones and the server's own; an answer that is not a
+// refusal never asks the pacer, and a held refusal keeps its connection.
+TEST(HttpServer, AnonymousRefusalsWaitAsLongAsThePacerSaysAndNothingElseDoes) {
+  auto pacer = std::make_shared<FakePacer>(1, 400ms);
+  EchoServer echo({.pacer = pacer});
+  HttpTestClient client(echo.port());
+  const auto timed = [](auto send) {
+    const auto started = std::chrono::steady_clock::now();
+    const auto r = send();
+    return std::pair{r, std::chrono::steady_clock::now() - started};
+  };
+
+  const auto [first, first_took] = timed([&] { return client.Get("/refuse"); });
+  ASSERT_EQ(first.status(), 401u);
+  const auto [second, second_took] = timed([&] { return client.Get("/refuse"); });
+  ASSERT_EQ(second.status(), 401u);
+  EXPECT_GE(second_took, 400ms) << "the pacer said to hold it";
+  EXPECT_TRUE(second.response.keep_alive());
+  EXPECT_EQ(client.connects(), 1u);
+  EXPECT_LT(first_took, second_took);
+  ASSERT_EQ(client.Get("/fine").status(), 200u);
+  EXPECT_EQ(pacer->clients(), (std::vector<std::string>{"127.0.0.1", "127.0.0.1"}))
+      << "an answer that is no refusal must not ask the pacer";
+
+  HttpTestClient garbage(echo.port());
+  const auto [malformed, malformed_took] = timed([&] { return garbage.SendRaw("THIS IS NOT HTTP\r\n\r\n"); });
+  EXPECT_EQ(malformed.status(), 400u);
+  EXPECT_GE(malformed_took, 400ms) << "the server's own refusals are paced too";
+  EXPECT_EQ(pacer->clients().size(), 3u);
 }
 
 TEST(ClientKey, AnIpv4AddressOrAnIpv6Slash64) {

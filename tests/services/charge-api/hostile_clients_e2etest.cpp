@@ -118,7 +118,7 @@ TEST_F(HostileClientsE2E, AFloodOfUnknownKeysIsRefused429BeforeAnyDatabaseLookup
 // while it is remembered it still works (within auth.cache_ttl, as documented); had the flood made the
 // instance forget it, the next request would look it up and get 401.
 TEST_F(HostileClientsE2E, AValidKeyIsStillRememberedAfterTwentyThousandUnknownKeys) {
-  StartApi({{"AUTH_FAILED_LIMIT_RATE", "0"}, {"AUTH_CACHE_TTL", "1h"}});
+  StartApi({{"AUTH_FAILED_LIMIT_RATE", "0"}, {"AUTH_CACHE_TTL", "1h"}, {"HTTP_REFUSAL_PACING_RATE", "0"}});
   ASSERT_EQ(HttpTestClient(api_->port()).Get("/v1/charges?idempotency_key=k", Bearer(kApiKey1)).status(), 404u);
   db_->Execute("UPDATE api_keys SET revoked_at = now()");
   constexpr int kThreads = 4, kKeysEach = 5'000;
@@ -166,6 +166,44 @@ TEST_F(HostileClientsE2E, AMerchantsRequestsWhileItsKeyIsAskedAgainAreNeverRefus
   EXPECT_EQ(refused.load(), 0) << "of " << answered.load() + refused.load() << " requests with a valid key";
   EXPECT_EQ(other.load(), 0);
   EXPECT_GE(Lookups("found"), 3) << "the key must have expired and been asked again during the run";
+}
+
+// Refusals before a merchant is known are paced per client: a burst, then the rate, each further answer
+// held for its turn; so a client flooding on 8 connections gets no more than that, while a merchant's
+// requests from the same address are never held. Before, the flood was answered as fast as it came
+// (bench/flood/run: 15,000 a second, taking the cores the charges needed).
+TEST_F(HostileClientsE2E, AnonymousRefusalsArePacedPerClientAndAMerchantsRequestsAreNot) {
+  constexpr double kRate = 50, kBurst = 20;
+  StartApi({{"HTTP_REFUSAL_PACING_RATE", "50"}, {"HTTP_REFUSAL_PACING_BURST", "20"}});
+  constexpr int kFlooders = 8;
+  const auto started = std::chrono::steady_clock::now();
+  const auto until = started + 2s;
+  std::atomic<int> refused{0}, merchant_answers{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kFlooders; ++t) {
+    threads.emplace_back([&] {
+      HttpTestClient client(api_->port(), "127.0.0.1", 10s);
+      while (std::chrono::steady_clock::now() < until) {
+        const auto r = client.Send(boost::beast::http::verb::put, "/v1/charges", "", {});
+        ++(r.status() == 405 ? refused : other);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    HttpTestClient client(api_->port());
+    while (std::chrono::steady_clock::now() < until) {
+      ++(client.Get("/v1/charges?idempotency_key=k", Bearer(kApiKey1)).status() == 404 ? merchant_answers : other);
+    }
+  });
+  for (auto& thread : threads) thread.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_LE(refused.load(), kBurst + kRate * seconds + kFlooders) << "in " << seconds << " s";
+  EXPECT_GE(refused.load(), kBurst);
+  EXPECT_GE(Metric(Metrics(), "charge_api_refusals_held_total"), refused.load() - kBurst - kFlooders);
+  // Each held answer blocks its flooder's connection; the merchant's connection is never held, so it
+  // gets more answers than all eight flooders together.
+  EXPECT_GT(merchant_answers.load(), refused.load());
 }
 
 // Concurrent requests with the same unknown key share one lookup, and later ones are answered from memory.

@@ -72,6 +72,38 @@ TEST(TokenBucket, ASlowRateAsksForALongerWait) {
   EXPECT_EQ(bucket.RetryAfter(rule), 10s);
 }
 
+// Reserve queues past the burst: each spender waits one interval longer than the one before, until the
+// queue would pass max_wait; those wait max_wait and leave the queue as it was.
+TEST(TokenBucket, ReserveQueuesPastTheBurstAndNeverOwesMoreThanMaxWait) {
+  const TokenBucketRule rule{.rate = 10, .burst = 2};
+  TimePoint now{};
+  TokenBucket bucket(rule, now);
+  EXPECT_EQ(bucket.Reserve(rule, now, 1s), 0ns);
+  EXPECT_EQ(bucket.Reserve(rule, now, 1s), 0ns);
+  EXPECT_EQ(bucket.Reserve(rule, now, 1s), 100ms);
+  EXPECT_EQ(bucket.Reserve(rule, now, 1s), 200ms);
+  for (int i = 3; i <= 10; ++i) EXPECT_EQ(bucket.Reserve(rule, now, 1s), i * 100ms) << i;
+  EXPECT_EQ(bucket.Reserve(rule, now, 1s), 1s) << "past max_wait: held max_wait";
+  EXPECT_EQ(bucket.Reserve(rule, now, 1s), 1s);
+  now += 1s;  // ten intervals later the queue has drained, and nothing was owed for the capped ones
+  EXPECT_EQ(bucket.Reserve(rule, now, 1s), 100ms);
+  EXPECT_FALSE(bucket.TryTake(rule, now));
+  now += 1h;
+  EXPECT_TRUE(bucket.TryTake(rule, now)) << "a quiet spell pays the debt and refills the burst";
+  EXPECT_TRUE(bucket.TryTake(rule, now));
+  EXPECT_FALSE(bucket.TryTake(rule, now));
+}
+
+TEST(KeyedLimiter, ReserveIsPerKeyAndZeroWhenOff) {
+  FakeClock time;
+  KeyedLimiter limiter({.rate = 4, .burst = 1}, 10, time.clock());
+  EXPECT_EQ(limiter.Reserve("10.0.0.1", 5s), 0ns);
+  EXPECT_EQ(limiter.Reserve("10.0.0.1", 5s), 250ms);
+  EXPECT_EQ(limiter.Reserve("10.0.0.2", 5s), 0ns);
+  KeyedLimiter off({.rate = 0, .burst = 1}, 10);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(off.Reserve("10.0.0.1", 5s), 0ns);
+}
+
 TEST(KeyedLimiter, KeysHaveBucketsOfTheirOwn) {
   FakeClock time;
   KeyedLimiter limiter({.rate = 1, .burst = 2}, 10, time.clock());

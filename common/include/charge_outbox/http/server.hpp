@@ -32,6 +32,9 @@ struct Reply {
   Response response;
   // Close the connection without writing anything: a fault injector's "dropped connection".
   bool close_without_answer = false;
+  // Refused before anyone was authenticated (no such route, a method not allowed, a missing or unknown
+  // key): the answers a flood is made of, paced per client by ServerOptions::pacer.
+  bool anonymous_refusal = false;
 };
 
 // Runs on the connection's strand, so a handler needs no locking for its own connection. It must not
@@ -43,6 +46,18 @@ struct Reply {
 using Handler = std::function<boost::asio::awaitable<Reply>(Request)>;
 // The same, told the TCP peer's address: what a per-client limit can key on (behind a proxy, the proxy's).
 using PeerHandler = std::function<boost::asio::awaitable<Reply>(Request, const boost::asio::ip::address& peer)>;
+
+// Paces the answers that refuse a client nobody authenticated: the handler's replies marked
+// anonymous_refusal and the server's own 400, 413 and 431. Holding such an answer costs a timer, not a
+// thread, and it slows the flood itself: an HTTP/1.1 client sends its next request on a connection only
+// after the answer, so a client's garbage can come no faster than the pace, however fast it can send.
+class RefusalPacer {
+ public:
+  virtual ~RefusalPacer() = default;
+  // How long to hold the next such answer to `client` (a ClientKey); zero: answer now. Called from any of
+  // the server's threads at once.
+  virtual std::chrono::milliseconds HoldFor(const std::string& client) = 0;
+};
 
 struct ServerOptions {
   std::string address = "127.0.0.1";
@@ -60,6 +75,8 @@ struct ServerOptions {
   // Of those, at most this many from one client (ClientKey: an IPv4 address, an IPv6 /64); 0: no limit.
   // One address trickling bodies must not hold every connection the server has.
   std::size_t max_connections_per_client = 0;
+  // Null: refusals are answered at once.
+  std::shared_ptr<RefusalPacer> pacer;
 };
 
 // Lifecycle: construct, Start() once, Stop() once (more calls are harmless). The destructor stops a
