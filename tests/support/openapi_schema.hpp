@@ -12,6 +12,7 @@
 #include <boost/json/value.hpp>
 
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -105,7 +106,7 @@ class OpenApiDocument {
  private:
   static bool IsInteger(const boost::json::value& v) {
     if (v.is_int64() || v.is_uint64()) return true;
-    return v.is_double() && v.get_double() == static_cast<double>(static_cast<std::int64_t>(v.get_double()));
+    return v.is_double() && std::isfinite(v.get_double()) && std::trunc(v.get_double()) == v.get_double();
   }
 
   static double Number(const boost::json::value& v) {
