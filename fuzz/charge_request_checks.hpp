@@ -31,11 +31,14 @@ inline void CheckChargeRequest(std::string_view body) {
   const auto& r = std::get<ChargeRequest>(parsed);
   FUZZ_CHECK(r.amount > 0 && r.amount <= kMaxAmount);
   FUZZ_CHECK(IsIso4217Currency(r.currency));
-  FUZZ_CHECK(!r.order_id.empty() && r.order_id.size() <= kMaxIdentifierLength && Printable(r.order_id));
+  // Lengths in characters, as docs/openapi.yaml's maxLength counts them; payment_method printable ASCII.
+  FUZZ_CHECK(!r.order_id.empty() && CharacterCount(r.order_id) <= kMaxIdentifierLength && Printable(r.order_id));
   FUZZ_CHECK(!r.payment_method.empty() && r.payment_method.size() <= kMaxIdentifierLength &&
-             Printable(r.payment_method));
+             Printable(r.payment_method) &&
+             std::all_of(r.payment_method.begin(), r.payment_method.end(),
+                         [](char c) { return static_cast<unsigned char>(c) <= 0x7e; }));
   if (r.description) {
-    FUZZ_CHECK(r.description->size() <= kMaxDescriptionLength);
+    FUZZ_CHECK(CharacterCount(*r.description) <= kMaxDescriptionLength);
     FUZZ_CHECK(r.description->find('\0') == std::string::npos);  // PostgreSQL text cannot hold it
   }
 
