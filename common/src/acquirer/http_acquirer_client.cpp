@@ -36,6 +36,7 @@
 
 #include "charge_outbox/acquirer/classifier.hpp"
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/log/log.hpp"
 #include "origin.hpp"
 
 namespace charge_outbox::acquirer {
@@ -531,10 +532,15 @@ namespace {
 using Classifier = std::function<AttemptOutcome(const TransportResult&, std::chrono::system_clock::time_point)>;
 
 void LogOutcome(const AttemptOutcome& outcome, const std::string& request_id, SteadyClock::time_point started) {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started).count();
-  spdlog::debug("acquirer {} request_id={} outcome={} evidence={} http_status={} reused={} took_ms={} detail=\"{}\"",
-                ToString(outcome.operation), request_id, ToString(outcome.kind), ToString(outcome.evidence()),
-                outcome.http_status.value_or(0), outcome.reused_connection, ms, outcome.detail);
+  // The client is not told whose call this is, and a trace id the thread holds here would be whatever
+  // else runs on it: the line carries none. Its request_id names the attempt, which acquirer_attempts
+  // ties to the charge (and the charge's lines carry its trace id).
+  log::WithTrace("", spdlog::level::debug,
+                 "acquirer {} request_id={} outcome={} evidence={} http_status={} reused={} took_ms={} detail=\"{}\"",
+                 ToString(outcome.operation), request_id, ToString(outcome.kind), ToString(outcome.evidence()),
+                 outcome.http_status.value_or(0), outcome.reused_connection, ms, outcome.detail);
 }
 
 }  // namespace

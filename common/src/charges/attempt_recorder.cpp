@@ -3,17 +3,20 @@
 #include <spdlog/spdlog.h>
 
 #include "charge_outbox/db/retry.hpp"
+#include "charge_outbox/log/log.hpp"
 
 namespace charge_outbox::charges {
 
 namespace asio = boost::asio;
 
 AttemptRecorder::AttemptRecorder(ChargeStore& store, std::string charge_id, acquirer::Operation operation,
-                                 std::string actor, std::optional<int> first_attempt_on_record)
+                                 std::string actor, std::string trace_id,
+                                 std::optional<int> first_attempt_on_record)
     : store_(store),
       charge_id_(std::move(charge_id)),
       operation_(operation),
       actor_(std::move(actor)),
+      trace_id_(std::move(trace_id)),
       first_attempt_on_record_(first_attempt_on_record) {}
 
 asio::awaitable<void> AttemptRecorder::OnAttemptStarted(const acquirer::AttemptContext& attempt,
@@ -28,7 +31,10 @@ asio::awaitable<void> AttemptRecorder::OnAttemptStarted(const acquirer::AttemptC
   const auto start_call = [&] { return store_.StartAttempt(charge_id_, start); };
   const auto r = co_await db::WithDbRetries(start_call);
   current_ = r ? *r : 0;
-  if (!r) spdlog::warn("attempt of charge {} not recorded, so not sent: {}", charge_id_, r.error().detail);
+  if (!r) {
+    log::WithTrace(trace_id_, spdlog::level::warn, "attempt of charge {} not recorded, so not sent: {}", charge_id_,
+                   r.error().detail);
+  }
 }
 
 asio::awaitable<void> AttemptRecorder::OnAttemptFinished(const acquirer::AttemptRecord& record) {
@@ -45,8 +51,8 @@ asio::awaitable<bool> AttemptRecorder::FlushFinish() {
   const auto finish_call = [&] { return store_.FinishAttempt(charge_id_, finish); };
   const auto r = co_await db::WithDbRetries(finish_call);
   if (!r) {
-    spdlog::warn("attempt {} of charge {} not finished on record: {}", finish.attempt_no, charge_id_,
-                 r.error().detail);
+    log::WithTrace(trace_id_, spdlog::level::warn, "attempt {} of charge {} not finished on record: {}",
+                   finish.attempt_no, charge_id_, r.error().detail);
   }
   co_return r.has_value();
 }

@@ -4,6 +4,7 @@
 
 #include "charge_outbox/charges/evidence.hpp"
 #include "charge_outbox/db/retry.hpp"
+#include "charge_outbox/log/log.hpp"
 
 namespace charge_outbox::charges {
 
@@ -19,17 +20,19 @@ boost::asio::awaitable<db::DbResult<Settlement>> Settle(ChargeStore& store, cons
   const auto contradiction = Contradiction(transition, winner);
   if (!contradiction) co_return Settlement{SettleOutcome::kLost, winner, std::nullopt};
 
-  spdlog::error("charge {}: the acquirer proves {} ({}) but the charge was already {} ({}); flagged for review: {}",
-                charge.public_id(), ToString(transition.to), transition.acquirer_capture_id.value_or("no capture id"),
-                ToString(winner.status), winner.failure_reason.value_or(winner.decline_code.value_or("no reason")),
-                *contradiction);
+  const auto trace_id = log::TraceIdOf(transition.traceparent);
+  log::WithTrace(trace_id, spdlog::level::err,
+                 "charge {}: the acquirer proves {} ({}) but the charge was already {} ({}); flagged for review: {}",
+                 charge.public_id(), ToString(transition.to), transition.acquirer_capture_id.value_or("no capture id"),
+                 ToString(winner.status), winner.failure_reason.value_or(winner.decline_code.value_or("no reason")),
+                 *contradiction);
   const auto flag_call = [&] {
     return store.FlagForReview(charge.id, winner.status, *contradiction, transition.at, transition.traceparent);
   };
   const auto flagged = co_await db::WithDbRetries(flag_call);
   if (!flagged) {
-    spdlog::error("charge {}: flagging the contradiction for review failed: {}", charge.public_id(),
-                  flagged.error().detail);
+    log::WithTrace(trace_id, spdlog::level::err, "charge {}: flagging the contradiction for review failed: {}",
+                   charge.public_id(), flagged.error().detail);
     co_return Settlement{SettleOutcome::kLost, winner, contradiction};
   }
   if (!*flagged) {

@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "charge_outbox/trace/trace_context.hpp"
 #include "charge_outbox/util/time.hpp"
 
 namespace charge_outbox::log {
@@ -84,8 +85,12 @@ void AppendJsonEscaped(std::string_view text, std::string& out) {
 }
 
 void Init(std::string_view component, std::string_view level) {
+  Init(component, level, std::make_shared<spdlog::sinks::stdout_sink_mt>());
+}
+
+void Init(std::string_view component, std::string_view level, std::shared_ptr<spdlog::sinks::sink> sink) {
   spdlog::drop(std::string(component));
-  auto logger = spdlog::stdout_logger_mt(std::string(component));
+  auto logger = std::make_shared<spdlog::logger>(std::string(component), std::move(sink));
   logger->set_formatter(std::make_unique<JsonFormatter>(std::string(component)));
   logger->set_level(spdlog::level::from_str(std::string(level)));
   logger->flush_on(spdlog::level::warn);
@@ -99,5 +104,10 @@ ScopedTraceId::ScopedTraceId(std::string trace_id) : previous_(std::move(current
 }
 
 ScopedTraceId::~ScopedTraceId() { current_trace_id = std::move(previous_); }
+
+std::string TraceIdOf(std::string_view traceparent) {
+  const auto parsed = trace::ParseTraceparent(traceparent);
+  return parsed ? parsed->trace_id : std::string();
+}
 
 }  // namespace charge_outbox::log

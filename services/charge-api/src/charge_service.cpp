@@ -93,10 +93,8 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   auto begun = co_await store_.Begin(n, lease, first);
   if (!begun && begun.error().code == db::DbErrc::kInDoubt) {
     // The insert's commit is unknown: ask again with the same owner; it inserts or finds our own row.
-    {
-      log::ScopedTraceId scope(cmd.trace.trace_id);
-      spdlog::warn("intent insert in doubt ({}); re-reading by key", begun.error().detail);
-    }
+    log::WithTrace(cmd.trace.trace_id, spdlog::level::warn, "intent insert in doubt ({}); re-reading by key",
+                   begun.error().detail);
     begun = co_await store_.Begin(n, lease, first);
   }
   if (!begun) {
@@ -125,13 +123,12 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
     }
     case BeginOutcome::kCreated:
       if (co_await failpoints::HitAsync("charge.after_intent_commit")) {
-        co_return co_await GiveUp(charge, lease, std::nullopt);
+        co_return co_await GiveUp(charge, lease, std::nullopt, cmd.trace);
       }
       co_return co_await Capture(charge, lease, charges::RunKind::kFirstCapture, begun->first_request_id, cmd.trace);
-    case BeginOutcome::kTakenOver: {
-      log::ScopedTraceId scope(cmd.trace.trace_id);
-      spdlog::info("charge {} taken over from a gone owner; asking the acquirer first", charge.public_id());
-    }
+    case BeginOutcome::kTakenOver:
+      log::WithTrace(cmd.trace.trace_id, spdlog::level::info,
+                     "charge {} taken over from a gone owner; asking the acquirer first", charge.public_id());
       co_return co_await TakeOver(charge, lease, cmd.trace);
   }
   co_return ToResponse(ApiError{ApiErrc::kInternal, "unreachable"});
@@ -147,7 +144,7 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
                                                        std::optional<std::string> recorded_first_request,
                                                        const trace::TraceContext& trace) {
   // Attempt 1 of the first run was recorded with the intent, under the request id sent on the wire.
-  charges::AttemptRecorder recorder(store_, charge.id, acquirer::Operation::kCapture, kActor,
+  charges::AttemptRecorder recorder(store_, charge.id, acquirer::Operation::kCapture, kActor, trace.trace_id,
                                     recorded_first_request ? std::optional(1) : std::nullopt);
   const acquirer::CaptureRequest request{charges::AcquirerIdempotencyKey(charge), charge.amount, charge.currency,
                                          charge.public_id(), charge.payment_method};
@@ -159,13 +156,13 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
   };
   const auto run = co_await charges::RunRecorded(policy_, clock_, recorder, capture_call, recorded_first_request);
   if (co_await failpoints::HitAsync("charge.after_acquirer_response")) {
-    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
   }
   const auto facts = charges::FactsOf(kind, run);
   if (facts.queued_out) co_return co_await GiveUpBusy(charge, lease, recorder.TakeLastFinish(), trace);
   auto charge_facts = charges::ChargeFacts{PastDeadline(charge), std::nullopt};
   if (facts.never_sent && kind == charges::RunKind::kFirstCapture) {
-    charge_facts = co_await FactsAfterNeverSent(charge, recorder);
+    charge_facts = co_await FactsAfterNeverSent(charge, recorder, trace);
   }
   const auto reading = charges::ReadRun(facts, charge_facts);
   switch (reading.finding) {
@@ -175,16 +172,14 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
     case charges::Finding::kNotVisible:
     case charges::Finding::kCaptureToVoid: break;
   }
-  {
-    log::ScopedTraceId scope(trace.trace_id);
-    spdlog::info("charge {} pending: acquirer outcome unknown ({}: {})", charge.public_id(),
-                 acquirer::ToString(run.last().kind), reading.why);
-  }
-  co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+  log::WithTrace(trace.trace_id, spdlog::level::info, "charge {} pending: acquirer outcome unknown ({}: {})",
+                 charge.public_id(), acquirer::ToString(run.last().kind), reading.why);
+  co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
 }
 
 asio::awaitable<charges::ChargeFacts> ChargeService::FactsAfterNeverSent(const charges::Charge& charge,
-                                                                         charges::AttemptRecorder& recorder) {
+                                                                         charges::AttemptRecorder& recorder,
+                                                                         const trace::TraceContext& trace) {
   // With this run's own attempts finished on record as not_sent, any capture attempt on record that may
   // have left is someone else's (or an unwritten finish): then "nothing was captured" is not proven.
   charges::ChargeFacts facts{PastDeadline(charge), std::nullopt};
@@ -192,8 +187,9 @@ asio::awaitable<charges::ChargeFacts> ChargeService::FactsAfterNeverSent(const c
   const auto history_call = [&] { return store_.ReadAttemptHistory(charge.id); };
   const auto history = co_await db::WithDbRetries(history_call);
   if (!history) {
-    spdlog::warn("charge {}: attempt history not read ({}); nothing concluded from attempts not sent",
-                 charge.public_id(), history.error().detail);
+    log::WithTrace(trace.trace_id, spdlog::level::warn,
+                   "charge {}: attempt history not read ({}); nothing concluded from attempts not sent",
+                   charge.public_id(), history.error().detail);
     co_return facts;
   }
   facts.history = *history;
@@ -203,7 +199,7 @@ asio::awaitable<charges::ChargeFacts> ChargeService::FactsAfterNeverSent(const c
 asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& charge, const charges::Lease& lease,
                                                         const trace::TraceContext& trace) {
   const bool past_deadline = PastDeadline(charge);
-  charges::AttemptRecorder recorder(store_, charge.id, acquirer::Operation::kLookup, kActor);
+  charges::AttemptRecorder recorder(store_, charge.id, acquirer::Operation::kLookup, kActor, trace.trace_id);
   const acquirer::LookupRequest lookup{charges::AcquirerIdempotencyKey(charge),
                                        acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
   const auto lookup_call = [&](std::string request_id) -> asio::awaitable<acquirer::AttemptOutcome> {
@@ -216,29 +212,27 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
   const auto facts = charges::FactsOf(charges::RunKind::kLookup, run);
   if (facts.queued_out) co_return co_await GiveUpBusy(charge, lease, recorder.TakeLastFinish(), trace);
   const auto reading = charges::ReadRun(facts, charges::ChargeFacts{past_deadline, std::nullopt});
-  // The trace id is a thread's, so it is scoped to each log line, never held across a co_await.
   const auto log_info = [&](std::string_view what) {
-    log::ScopedTraceId scope(trace.trace_id);
-    spdlog::info("charge {} {}", charge.public_id(), what);
+    log::WithTrace(trace.trace_id, spdlog::level::info, "charge {} {}", charge.public_id(), what);
   };
   switch (reading.finding) {
     case charges::Finding::kSettled:
       co_return co_await Settle(charge, lease, reading.transition, recorder, trace);
     case charges::Finding::kUnanswered:
       log_info("pending: the lookup got no answer (" + std::string(acquirer::ToString(run.last().kind)) + ")");
-      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
     case charges::Finding::kCaptureToVoid:
       log_info("captured at the acquirer but past its deadline: left to the reconciler, which voids it");
-      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
     case charges::Finding::kNotVisible: break;
   }
   if (past_deadline) {
     log_info("not found at the acquirer and past its deadline: not captured now; left to the reconciler");
-    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
   }
   if (draining_) {
     log_info("not found at the acquirer; not capturing while this instance shuts down");
-    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish());
+    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
   }
   // Not visible at the acquirer: capture with the same key. If an earlier capture is merely not visible
   // yet, the acquirer deduplicates by key and answers with it. The lease is renewed first, so the capture
@@ -248,7 +242,7 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
   const auto renewed = co_await db::WithDbRetries(renew_call);
   if (!renewed) {
     log_info("pending: lease not renewed (" + renewed.error().detail + "); not capturing");
-    co_return co_await GiveUp(charge, lease, std::nullopt);
+    co_return co_await GiveUp(charge, lease, std::nullopt, trace);
   }
   if (!*renewed) {
     log_info("is no longer this request's (resolved or taken over); not capturing");
@@ -301,11 +295,15 @@ asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& cha
 }
 
 asio::awaitable<http::Response> ChargeService::GiveUp(const charges::Charge& charge, const charges::Lease& lease,
-                                                      std::optional<charges::AttemptFinish> last_attempt) {
+                                                      std::optional<charges::AttemptFinish> last_attempt,
+                                                      const trace::TraceContext& trace) {
   // The outcome stays unknown: the charge stays pending and its lease is given up, so the client's retry
   // takes it over at once (asking the acquirer by key) instead of waiting for the lease to run out.
   const auto released = co_await store_.Release(charge.id, lease.owner_id, last_attempt);
-  if (!released) spdlog::warn("lease of charge {} not released: {}", charge.public_id(), released.error().detail);
+  if (!released) {
+    log::WithTrace(trace.trace_id, spdlog::level::warn, "lease of charge {} not released: {}", charge.public_id(),
+                   released.error().detail);
+  }
   probe_.OnChargeOutcome("pending");
   co_return ToHttp(ResponseFor(charge), charge.public_id(), false);
 }
@@ -314,12 +312,10 @@ asio::awaitable<http::Response> ChargeService::GiveUpBusy(const charges::Charge&
                                                           const charges::Lease& lease,
                                                           std::optional<charges::AttemptFinish> last_attempt,
                                                           const trace::TraceContext& trace) {
-  {
-    log::ScopedTraceId scope(trace.trace_id);
-    spdlog::warn("charge {} pending: not sent, every acquirer connection of this instance was busy",
+  log::WithTrace(trace.trace_id, spdlog::level::warn,
+                 "charge {} pending: not sent, every acquirer connection of this instance was busy",
                  charge.public_id());
-  }
-  co_await GiveUp(charge, lease, std::move(last_attempt));
+  co_await GiveUp(charge, lease, std::move(last_attempt), trace);
   co_return ToResponse(ApiError{ApiErrc::kAcquirerBusy, "", "", options_.unavailable_retry_after, charge.public_id()});
 }
 

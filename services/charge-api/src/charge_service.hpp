@@ -79,12 +79,16 @@ class ChargeService {
                                                   const trace::TraceContext& trace);
   // What a capture run that never left the process may conclude, given the attempts on record.
   boost::asio::awaitable<charges::ChargeFacts> FactsAfterNeverSent(const charges::Charge& charge,
-                                                                   charges::AttemptRecorder& recorder);
+                                                                   charges::AttemptRecorder& recorder,
+                                                                   const trace::TraceContext& trace);
   boost::asio::awaitable<http::Response> Settle(const charges::Charge& charge, const charges::Lease& lease,
                                                 charges::Transition transition, charges::AttemptRecorder& recorder,
                                                 const trace::TraceContext& trace);
+  // `trace`, here and in every function that takes one: the request's, which each log line about its
+  // charge carries (log::WithTrace, scoped to the line: a coroutine may resume on another thread).
   boost::asio::awaitable<http::Response> GiveUp(const charges::Charge& charge, const charges::Lease& lease,
-                                                std::optional<charges::AttemptFinish> last_attempt);
+                                                std::optional<charges::AttemptFinish> last_attempt,
+                                                const trace::TraceContext& trace);
   // Like GiveUp, but the run never left this process because our own acquirer pool was full: a 503 the
   // client retries with the same key (the retry takes the released charge over at once).
   boost::asio::awaitable<http::Response> GiveUpBusy(const charges::Charge& charge, const charges::Lease& lease,

@@ -29,7 +29,8 @@ constexpr std::string_view kFailpointAfterLookup = "reconciler.after_acquirer_lo
 constexpr std::string_view kFailpointBeforeTransition = "reconciler.before_transition";
 
 // The trace of a reconciler transition: a new span in the trace of the request that created the charge,
-// so one trace still follows the charge to every consumer.
+// so one trace still follows the charge to every consumer. The run's log lines about the charge carry
+// that trace's id (log::TraceIdOf), each scoped to its line: the workers interleave on one thread.
 std::string TraceparentFor(const charges::Charge& charge) {
   const auto parent = trace::ParseTraceparent(charge.traceparent);
   return (parent ? trace::ChildOf(*parent) : trace::NewTrace()).ToTraceparent();
@@ -122,16 +123,19 @@ asio::awaitable<void> PendingSweep::Work(std::vector<charges::ClaimedCharge>& ba
 }
 
 asio::awaitable<bool> PendingSweep::Renew(const charges::Charge& charge, RunSummary& summary) {
+  const auto trace_id = log::TraceIdOf(charge.traceparent);
   const auto renew_call = [&] { return deps_.charges.RenewLease(charge.id, owner_id_, options_.claim_lease); };
   const auto renewed = co_await db::WithDbRetries(renew_call);
   if (!renewed) {
     ++summary.errors;
-    spdlog::error("charge {}: renewing the claim failed: {}", charge.public_id(), renewed.error().detail);
+    log::WithTrace(trace_id, spdlog::level::err, "charge {}: renewing the claim failed: {}", charge.public_id(),
+                   renewed.error().detail);
     co_return false;
   }
   if (!*renewed) {
     ++summary.already_resolved;
-    spdlog::info("charge {}: no longer ours (resolved or taken over); left alone", charge.public_id());
+    log::WithTrace(trace_id, spdlog::level::info, "charge {}: no longer ours (resolved or taken over); left alone",
+                   charge.public_id());
     co_return false;
   }
   co_return true;
@@ -140,11 +144,12 @@ asio::awaitable<bool> PendingSweep::Renew(const charges::Charge& charge, RunSumm
 asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
                                           RunSummary& summary) {
   const auto& charge = claimed.charge;
+  const auto trace_id = log::TraceIdOf(charge.traceparent);
   ++summary.examined;
   // A charge that waited long in its batch renews its claim first, so the lease covers the work ahead.
   if (deps_.clock.SteadyNow() - claimed_at > options_.claim_lease / 3 && !co_await Renew(charge, summary)) co_return;
 
-  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor);
+  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor, trace_id);
   const acquirer::LookupRequest lookup{
       charges::AcquirerIdempotencyKey(charge),
       acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
@@ -156,7 +161,8 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   if (co_await failpoints::HitAsync(kFailpointAfterLookup)) {
     ++summary.errors;
     co_await log.FlushFinish();
-    spdlog::error("charge {}: failpoint {}: left pending", charge.public_id(), kFailpointAfterLookup);
+    log::WithTrace(trace_id, spdlog::level::err, "charge {}: failpoint {}: left pending", charge.public_id(),
+                   kFailpointAfterLookup);
     co_return;
   }
 
@@ -176,7 +182,8 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
     if (!history) {
       ++summary.errors;
       co_await log.FlushFinish();
-      spdlog::error("charge {}: reading its attempt history failed: {}", charge.public_id(), history.error().detail);
+      log::WithTrace(trace_id, spdlog::level::err, "charge {}: reading its attempt history failed: {}",
+                     charge.public_id(), history.error().detail);
       co_return;
     }
     // This look is not finished on record yet, so it is not in the history: count it here.
@@ -184,7 +191,8 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
     facts.first_not_found_at = history->first_not_found_at.value_or(run.attempts.back().started_at);
   }
   const auto decision = DecideAfterLookup(facts, options_.decision, deps_.random);
-  spdlog::debug("charge {}: lookup {} -> {}", charge.public_id(), acquirer::ToString(last.kind), decision.why);
+  log::WithTrace(trace_id, spdlog::level::debug, "charge {}: lookup {} -> {}", charge.public_id(),
+                 acquirer::ToString(last.kind), decision.why);
   switch (decision.step) {
     case Step::kResolve:
     case Step::kDefer: co_await Apply(claimed, decision, log, summary); co_return;
@@ -201,8 +209,9 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
 
 asio::awaitable<void> PendingSweep::Resubmit(const charges::ClaimedCharge& claimed, RunSummary& summary) {
   const auto& charge = claimed.charge;
+  const auto trace_id = log::TraceIdOf(charge.traceparent);
   if (!co_await Renew(charge, summary)) co_return;
-  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kCapture, kActor);
+  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kCapture, kActor, trace_id);
   const acquirer::CaptureRequest capture{charges::AcquirerIdempotencyKey(charge), charge.amount, charge.currency,
                                          charge.public_id(), charge.payment_method};
   const auto capture_call = [&](std::string request_id) {
@@ -214,34 +223,38 @@ asio::awaitable<void> PendingSweep::Resubmit(const charges::ClaimedCharge& claim
   const ResubmitFacts facts{last.kind, last.capture, last.decline_code, claimed.check_count,
                             options_.decision.deadline - age};
   const auto decision = DecideAfterResubmit(facts, options_.decision, deps_.random);
-  spdlog::info("charge {}: not found past the visibility window; resubmitted with the same key: {} -> {}",
-               charge.public_id(), acquirer::ToString(last.kind), decision.why);
+  log::WithTrace(trace_id, spdlog::level::info,
+                 "charge {}: not found past the visibility window; resubmitted with the same key: {} -> {}",
+                 charge.public_id(), acquirer::ToString(last.kind), decision.why);
   co_await Apply(claimed, decision, log, summary);
 }
 
 asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, const std::string& capture_id,
                                          RunSummary& summary) {
   const auto& charge = claimed.charge;
+  const auto trace_id = log::TraceIdOf(charge.traceparent);
   if (!co_await Renew(charge, summary)) co_return;
-  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kVoid, kActor);
+  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kVoid, kActor, trace_id);
   // The charge's own key: the acquirer keeps void keys apart from capture keys, and one key per charge
   // makes a repeated void (after a crash) the same void.
   const acquirer::VoidRequest request{capture_id, charges::AcquirerIdempotencyKey(charge)};
   const auto void_call = [&](std::string request_id) { return deps_.acquirer.Void(request, std::move(request_id)); };
   const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, void_call);
   const auto decision = DecideAfterVoid(run.last().kind, capture_id);
-  spdlog::info("charge {}: captured but past its deadline; void {}: {}", charge.public_id(),
-               acquirer::ToString(run.last().kind), decision.why);
+  log::WithTrace(trace_id, spdlog::level::info, "charge {}: captured but past its deadline; void {}: {}",
+                 charge.public_id(), acquirer::ToString(run.last().kind), decision.why);
   co_await Apply(claimed, decision, log, summary);
 }
 
 asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed, const Decision& decision,
                                           charges::AttemptRecorder& log, RunSummary& summary) {
   const auto& charge = claimed.charge;
+  const auto trace_id = log::TraceIdOf(charge.traceparent);
   if (decision.step == Step::kResolve && co_await failpoints::HitAsync(kFailpointBeforeTransition)) {
     ++summary.errors;
     co_await log.FlushFinish();
-    spdlog::error("charge {}: failpoint {}: left pending", charge.public_id(), kFailpointBeforeTransition);
+    log::WithTrace(trace_id, spdlog::level::err, "charge {}: failpoint {}: left pending", charge.public_id(),
+                   kFailpointBeforeTransition);
     co_return;
   }
   if (decision.error) ++summary.errors;
@@ -252,13 +265,14 @@ asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed,
       const auto done = co_await db::WithDbRetries(reschedule_call);
       if (!done) {
         ++summary.errors;
-        spdlog::error("charge {}: scheduling its next check failed: {}", charge.public_id(), done.error().detail);
+        log::WithTrace(trace_id, spdlog::level::err, "charge {}: scheduling its next check failed: {}",
+                       charge.public_id(), done.error().detail);
       } else if (!*done) {
         ++summary.already_resolved;
       } else {
         ++summary.still_pending;
-        spdlog::info("charge {} stays pending ({}); next check in {} s", charge.public_id(), decision.why,
-                     decision.defer.count() / 1000);
+        log::WithTrace(trace_id, spdlog::level::info, "charge {} stays pending ({}); next check in {} s",
+                       charge.public_id(), decision.why, decision.defer.count() / 1000);
       }
       co_return;
     }
@@ -272,20 +286,22 @@ asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed,
         // The acquirer's answer is known but not recorded: the claim is given back at the end of the run
         // and the next run asks again and records the same truth.
         ++summary.errors;
-        spdlog::error("charge {}: recording {} failed: {}", charge.public_id(), charges::ToString(transition.to),
-                      settled.error().detail);
+        log::WithTrace(trace_id, spdlog::level::err, "charge {}: recording {} failed: {}", charge.public_id(),
+                       charges::ToString(transition.to), settled.error().detail);
         co_return;
       }
       switch (settled->outcome) {
         case charges::SettleOutcome::kApplied:
           summary.CountResolved(transition.to);
-          spdlog::info("charge {} -> {} ({}{}{})", charge.public_id(), charges::ToString(transition.to),
-                       decision.why, transition.failure_reason ? ": " : "", transition.failure_reason.value_or(""));
+          log::WithTrace(trace_id, spdlog::level::info, "charge {} -> {} ({}{}{})", charge.public_id(),
+                         charges::ToString(transition.to), decision.why, transition.failure_reason ? ": " : "",
+                         transition.failure_reason.value_or(""));
           break;
         case charges::SettleOutcome::kLost:
           ++summary.already_resolved;
-          spdlog::info("charge {}: {} not applied; someone else holds or resolved it ({})", charge.public_id(),
-                       charges::ToString(transition.to), charges::ToString(settled->charge.status));
+          log::WithTrace(trace_id, spdlog::level::info,
+                         "charge {}: {} not applied; someone else holds or resolved it ({})", charge.public_id(),
+                         charges::ToString(transition.to), charges::ToString(settled->charge.status));
           break;
         case charges::SettleOutcome::kFlagged:
           // Settle logged the contradiction as an error; the charge is with a human now.
@@ -298,7 +314,8 @@ asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed,
     case Step::kVoid:
       // Only DecideAfterLookup asks for these, and Check follows them itself.
       ++summary.errors;
-      spdlog::error("charge {}: unexpected follow-up step ({})", charge.public_id(), decision.why);
+      log::WithTrace(trace_id, spdlog::level::err, "charge {}: unexpected follow-up step ({})", charge.public_id(),
+                     decision.why);
       co_return;
   }
 }

@@ -6,6 +6,7 @@
 
 #include "charge_outbox/charges/attempt_recorder.hpp"
 #include "charge_outbox/db/retry.hpp"
+#include "charge_outbox/log/log.hpp"
 #include "charge_outbox/trace/trace_context.hpp"
 #include "charge_outbox/util/time.hpp"
 
@@ -114,7 +115,8 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
   int confirmed_outside = 0;
   json::array unverified;
   for (const auto& charge : comparison.unlisted) {
-    charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor);
+    charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor,
+                                 log::TraceIdOf(charge.traceparent));
     const acquirer::LookupRequest lookup{
         charges::AcquirerIdempotencyKey(charge),
         acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
@@ -184,6 +186,7 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
   const auto at = std::chrono::time_point_cast<std::chrono::milliseconds>(deps_.clock.WallNow());
   const auto parent = trace::ParseTraceparent(charge.traceparent);
   const auto traceparent = (parent ? trace::ChildOf(*parent) : trace::NewTrace()).ToTraceparent();
+  const auto trace_id = log::TraceIdOf(traceparent);  // what the lines about the charge carry
   switch (charge.status) {
     case ChargeStatus::kNeedsReview: co_return;  // already with a human
     case ChargeStatus::kPending: {
@@ -199,7 +202,8 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
       const auto done = co_await db::WithDbRetries(complete_call);
       if (!done) {
         ++summary.errors;
-        spdlog::error("charge {}: flagging for review failed: {}", charge.public_id(), done.error().detail);
+        log::WithTrace(trace_id, spdlog::level::err, "charge {}: flagging for review failed: {}", charge.public_id(),
+                       done.error().detail);
       } else if (done->applied) {
         discrepancy.flagged = true;
         ++summary.needs_review;
@@ -215,12 +219,13 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
       const auto done = co_await db::WithDbRetries(flag_call);
       if (!done) {
         ++summary.errors;
-        spdlog::error("charge {}: flagging for review failed: {}", charge.public_id(), done.error().detail);
+        log::WithTrace(trace_id, spdlog::level::err, "charge {}: flagging for review failed: {}", charge.public_id(),
+                       done.error().detail);
       } else if (done->has_value()) {
         discrepancy.flagged = true;
         ++summary.needs_review;
-        spdlog::warn("charge {} ({}) flagged for review: {}", charge.public_id(), charges::ToString(charge.status),
-                     reason);
+        log::WithTrace(trace_id, spdlog::level::warn, "charge {} ({}) flagged for review: {}", charge.public_id(),
+                       charges::ToString(charge.status), reason);
       }
       co_return;
     }

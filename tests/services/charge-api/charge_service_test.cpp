@@ -14,6 +14,7 @@
 #include "charge_outbox/metrics/metrics.hpp"
 #include "charge_outbox/util/sha256.hpp"
 #include "fake_charge_stores.hpp"
+#include "log_capture.hpp"
 
 namespace charge_outbox::charge_api {
 namespace {
@@ -67,7 +68,7 @@ class ChargeServiceTest : public ::testing::Test {
   }
 
   http::Response Create(const std::string& key = "k1") {
-    CreateCharge command{kMerchant, key, request_, trace::NewTrace()};
+    CreateCharge command{kMerchant, key, request_, trace_};
     return Await(service_->Create(std::move(command)));
   }
 
@@ -108,6 +109,7 @@ class ChargeServiceTest : public ::testing::Test {
   std::shared_ptr<metrics::Registry> registry_ = metrics::NewRegistry();
   ChargeApiProbe probe_{*registry_};
   ChargeRequest request_;
+  trace::TraceContext trace_ = trace::NewTrace();  // every request's here
   std::unique_ptr<ScriptedAcquirerClient> acquirer_;
   std::unique_ptr<ChargeService> service_;
 };
@@ -420,6 +422,64 @@ TEST_F(ChargeServiceTest, AnIdThatIsNotAChargeIdIs404WithAJsonBodyWhateverItsByt
   const auto body = boost::json::parse(got.body(), ec);
   ASSERT_FALSE(ec) << got.body();
   EXPECT_EQ(body.at("status"), 404);
+}
+
+// Issue 14, defect 6: every line about a charge carries the trace id of the request working on it, also
+// where the code that logs it (giving the lease back, reading the attempt history, recording attempts,
+// settling) was handed no trace before. The thread holds another trace id meanwhile, as another request
+// on an I/O thread could: a line must carry the request's, never the thread's.
+class ChargeServiceTraceTest : public ChargeServiceTest {
+ protected:
+  static constexpr const char* kOtherTrace = "0123456789abcdef0123456789abcdef";
+
+  http::Response CreateWhileTheThreadHoldsAnotherTraceId() {
+    log::ScopedTraceId other(kOtherTrace);
+    return Create();
+  }
+
+  // Each line containing `text` (there is at least one) carries this test's request's trace id.
+  void ExpectLinesCarryTheRequestsTraceId(const std::string& text) {
+    const auto lines = captured_.LinesWith(text);
+    ASSERT_FALSE(lines.empty()) << "no line says: " << text;
+    for (const auto& line : lines) {
+      EXPECT_EQ(testing::LogCapture::TraceIdOf(line), trace_.trace_id) << boost::json::serialize(line);
+    }
+  }
+
+  testing::LogCapture captured_;
+};
+
+TEST_F(ChargeServiceTraceTest, ALeaseNotGivenBackIsLoggedUnderTheRequestsTraceId) {
+  Script({Answer(OutcomeKind::kTimedOut), Answer(OutcomeKind::kTimedOut)});
+  table_.FailNext("Release", db::DbErrc::kFailed);
+  EXPECT_EQ(CreateWhileTheThreadHoldsAnotherTraceId().result_int(), 202);
+  ExpectLinesCarryTheRequestsTraceId("not released");
+}
+
+TEST_F(ChargeServiceTraceTest, AnAttemptHistoryNotReadIsLoggedUnderTheRequestsTraceId) {
+  Script({Answer(OutcomeKind::kNotSent), Answer(OutcomeKind::kNotSent)});
+  table_.FailNext("ReadAttemptHistory", db::DbErrc::kFailed);
+  EXPECT_EQ(CreateWhileTheThreadHoldsAnotherTraceId().result_int(), 202);
+  ExpectLinesCarryTheRequestsTraceId("attempt history not read");
+}
+
+TEST_F(ChargeServiceTraceTest, AttemptsNotRecordedAreLoggedUnderTheRequestsTraceId) {
+  Script({Answer(OutcomeKind::kTimedOut), Answer(OutcomeKind::kCaptured, CaptureOf())});
+  // Attempt 1's finish, written before attempt 2 starts, is refused; then attempt 2's start.
+  table_.FailNext("FinishAttempt", db::DbErrc::kFailed);
+  table_.FailNext("StartAttempt", db::DbErrc::kFailed);
+  EXPECT_EQ(CreateWhileTheThreadHoldsAnotherTraceId().result_int(), 202);
+  ExpectLinesCarryTheRequestsTraceId("not finished on record");
+  ExpectLinesCarryTheRequestsTraceId("not recorded, so not sent");
+}
+
+TEST_F(ChargeServiceTraceTest, AContradictionAndItsUnwrittenFlagAreLoggedUnderTheRequestsTraceId) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("Complete", [&] { AnotherActorWrites(Charge().id, ChargeStatus::kFailed, "not_captured"); });
+  table_.FailNext("FlagForReview", db::DbErrc::kFailed);
+  CreateWhileTheThreadHoldsAnotherTraceId();
+  ExpectLinesCarryTheRequestsTraceId("but the charge was already failed");
+  ExpectLinesCarryTheRequestsTraceId("flagging the contradiction for review failed");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "acquirer_fakes.hpp"
 #include "await.hpp"
 #include "fake_charge_stores.hpp"
+#include "log_capture.hpp"
 
 namespace charge_outbox::reconciler {
 namespace {
@@ -162,6 +163,52 @@ TEST_F(PendingSweepTest, PastTheDeadlineAnUnconfirmedChargeGoesToReviewWhateverT
   EXPECT_EQ(summary.needs_review, 1);
   EXPECT_EQ(Charge().failure_reason, "deadline_passed_unconfirmed");
   EXPECT_TRUE(acquirer_->captures.empty());
+}
+
+// Issue 14, defect 6: the run's lines about a charge carry the trace id of the charge's request (the trace
+// its transitions join), whatever trace id the thread holds, from the sweep, the attempt recorder and Settle.
+class PendingSweepTraceTest : public PendingSweepTest {
+ protected:
+  static constexpr const char* kTrace = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+  PendingSweepTraceTest() { table_.row(id_).charge.traceparent = std::string("00-") + kTrace + "-00f067aa0ba902b7-01"; }
+
+  RunSummary SweepWhileTheThreadHoldsAnotherTraceId(std::deque<Step> script) {
+    log::ScopedTraceId other("0123456789abcdef0123456789abcdef");
+    return Sweep(std::move(script));
+  }
+
+  // There is a line containing `text`, and every line naming the charge or containing `text` carries
+  // the charge's trace id.
+  void ExpectLinesCarryTheChargesTraceId(const std::string& text) {
+    EXPECT_FALSE(captured_.LinesWith(text).empty()) << "no line says: " << text;
+    for (const auto& about : {text, Charge().public_id(), Charge().id}) {
+      for (const auto& line : captured_.LinesWith(about)) {
+        EXPECT_EQ(testing::LogCapture::TraceIdOf(line), kTrace) << boost::json::serialize(line);
+      }
+    }
+  }
+
+  testing::LogCapture captured_;
+};
+
+TEST_F(PendingSweepTraceTest, AContradictionIsLoggedUnderTheChargesTraceId) {
+  table_.Before("Complete", [&] {
+    auto& row = table_.row(id_);
+    row.charge.status = ChargeStatus::kFailed;
+    row.charge.failure_reason = "acquirer_unreachable";
+    table_.AddEvent(row);
+  });
+  EXPECT_EQ(SweepWhileTheThreadHoldsAnotherTraceId({Answer(OutcomeKind::kCaptured)}).needs_review, 1);
+  ExpectLinesCarryTheChargesTraceId("but the charge was already failed");
+}
+
+TEST_F(PendingSweepTraceTest, LooksNotRecordedAndTheDeferralAreLoggedUnderTheChargesTraceId) {
+  table_.FailNext("StartAttempt", db::DbErrc::kFailed);
+  table_.FailNext("StartAttempt", db::DbErrc::kFailed);
+  EXPECT_EQ(SweepWhileTheThreadHoldsAnotherTraceId({}).still_pending, 1);
+  ExpectLinesCarryTheChargesTraceId("not recorded, so not sent");
+  ExpectLinesCarryTheChargesTraceId("stays pending");
 }
 
 }  // namespace

@@ -26,10 +26,11 @@ namespace charge_outbox::charges {
 
 class AttemptRecorder final : public acquirer::AttemptObserver {
  public:
-  // `actor` is "charge-api" or "reconciler". `first_attempt_on_record`: the number of an attempt already
-  // recorded as started for attempt 1 of this run (charge-api records it with the intent).
+  // `actor` is "charge-api" or "reconciler". `trace_id`: the trace of the request or run working on the
+  // charge, which its log lines carry ("" for none). `first_attempt_on_record`: the number of an attempt
+  // already recorded as started for attempt 1 of this run (charge-api records it with the intent).
   AttemptRecorder(ChargeStore& store, std::string charge_id, acquirer::Operation operation, std::string actor,
-                  std::optional<int> first_attempt_on_record = std::nullopt);
+                  std::string trace_id, std::optional<int> first_attempt_on_record = std::nullopt);
 
   boost::asio::awaitable<void> OnAttemptStarted(const acquirer::AttemptContext& attempt,
                                                 std::chrono::system_clock::time_point started_at) override;
@@ -57,6 +58,7 @@ class AttemptRecorder final : public acquirer::AttemptObserver {
   std::string charge_id_;
   acquirer::Operation operation_;
   std::string actor_;
+  std::string trace_id_;
   std::optional<int> first_attempt_on_record_;
   int current_ = 0;  // the attempt number on record, 0 if its start could not be written
   std::optional<AttemptFinish> pending_;

@@ -29,6 +29,7 @@ struct Settlement {
 
 // `transition.owner_id` must be the actor's lease owner for Basis::kInference. A database error of
 // Complete is returned; one of the review flag is logged and reported as kLost with the contradiction.
+// The lines logged carry the trace id of `transition.traceparent`, the actor's span on the charge.
 boost::asio::awaitable<db::DbResult<Settlement>> Settle(ChargeStore& store, const Charge& charge,
                                                         const Transition& transition,
                                                         const std::optional<AttemptFinish>& attempt);
