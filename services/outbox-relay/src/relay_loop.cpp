@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "charge_outbox/failpoints/failpoints.hpp"
+#include "charge_outbox/log/log.hpp"
 
 namespace charge_outbox::outbox_relay {
 namespace {
@@ -243,8 +244,10 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
         // a charge back from its parked event on), other charges flow.
         if (auto p = session_.Park(batch[i], result.error); p) {
           ++parked;
-          spdlog::error("parked event {} of {} (sequence {}): {}; see `outbox-relay parked list`", batch[i].id,
-                        batch[i].aggregateid, batch[i].sequence, result.error);
+          // Under the trace of the request or run that caused the event, as its Kafka headers would be.
+          log::WithTrace(log::TraceIdOf(batch[i].traceparent), spdlog::level::err,
+                         "parked event {} of {} (sequence {}): {}; see `outbox-relay parked list`", batch[i].id,
+                         batch[i].aggregateid, batch[i].sequence, result.error);
         } else {
           ++retriable;
           probe_.OnDatabaseError();
