@@ -13,6 +13,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "charge_outbox/http/server.hpp"
@@ -571,6 +572,12 @@ TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
                std::string(early_capture.at("id").as_string()) + "' END"
                " WHERE idempotency_key IN ('w-1', 'w-2', 'w-3', 'early-1')");
   db_->Execute("UPDATE charges SET status = 'failed', failure_reason = 'not_captured' WHERE idempotency_key = 'w-4'");
+  // The trace of each charge's request, which the run's lines about the charge carry (issue 14, defect 6).
+  const auto trace_of = [](const std::string& key) { return std::string(30, 'c') + key.substr(2) + "0"; };
+  for (const auto* key : {"w-2", "w-3", "w-4"}) {
+    db_->Execute("UPDATE charges SET traceparent = '00-" + trace_of(key) + "-00f067aa0ba902b7-01'"
+                 " WHERE idempotency_key = '" + key + "'");
+  }
   std::this_thread::sleep_for(5ms);
   const auto to = std::chrono::system_clock::now();
   const auto rfc = [](auto t) { return util::FormatRfc3339(t); };
@@ -611,6 +618,19 @@ TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
   for (const auto* key : {"w-2", "w-3", "w-4"}) {
     EXPECT_EQ(Status(key), "needs_review") << key;
     EXPECT_EQ(TerminalEvents(key), "payments.charge.needs_review.v1") << key;
+  }
+  // The lines about the flagged charges carry the trace id of each one's own request.
+  for (const auto* key : {"w-3", "w-4"}) {
+    int lines = 0;
+    std::istringstream log(run.process.out + run.process.err);
+    for (std::string line; std::getline(log, line);) {
+      if (line.empty() || line.front() != '{' || line.find(PublicId(key)) == std::string::npos) continue;
+      const auto entry = json::parse(line).as_object();
+      ++lines;
+      const auto* trace = entry.if_contains("trace_id");
+      EXPECT_TRUE(trace != nullptr && trace->as_string() == trace_of(key)) << line;
+    }
+    EXPECT_GE(lines, 1) << key << ": no line about it\n" << run.process.out << run.process.err;
   }
   EXPECT_EQ(Field("w-2", "failure_reason"), "window_mismatch");
   EXPECT_EQ(Status("w-1"), "captured");
