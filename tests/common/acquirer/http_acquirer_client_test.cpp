@@ -16,6 +16,8 @@
 #include <fstream>
 
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/log/log.hpp"
+#include "log_capture.hpp"
 #include "loopback_server.hpp"
 #include "printers.hpp"
 #include "run_sync.hpp"
@@ -83,6 +85,21 @@ TEST_F(HttpAcquirerClientTest, CaptureSendsTheContractHeadersAndBody) {
   EXPECT_EQ(body.at("reference").as_string(), "ch_123");
   EXPECT_EQ(body.at("payment_method").as_string(), "pm_tok_visa");
   EXPECT_THAT(outcome.detail, ::testing::Not(HasSubstr("sk_test_secret")));
+}
+
+// Issue 14, defect 6: the client is not told whose call it makes, so its per-call line carries no trace
+// id, never one the thread happens to hold (on an I/O thread, whichever request ran there last).
+TEST_F(HttpAcquirerClientTest, ThePerCallLineCarriesNoTraceIdTheThreadHolds) {
+  LoopbackServer server(io_, [](const ReceivedRequest&) { return Reply::Json(201, CaptureBody()); });
+  HttpAcquirerClient client(io_.get_executor(), ConfigFor(LocalUrl(server.port())));
+  charge_outbox::testing::LogCapture captured;
+  {
+    log::ScopedTraceId other("0123456789abcdef0123456789abcdef");
+    EXPECT_EQ(Capture(client, "req-traced").kind, OutcomeKind::kCaptured);
+  }
+  const auto lines = captured.LinesWith("request_id=req-traced");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_FALSE(lines[0].contains("trace_id")) << boost::json::serialize(lines[0]);
 }
 
 TEST_F(HttpAcquirerClientTest, KeepAliveConnectionsAreReused) {
