@@ -3,9 +3,9 @@
 // (services/outbox-relay/src/relay_loop.cpp) builds the key, value and CloudEvents headers. The payload
 // itself is built by PostgreSQL (charge_event_payload, sql/migrations) and travels as it is.
 //
-// Input: id, charge id, type, payload, traceparent and source as libFuzzer's FuzzedDataProvider splits
-// them (each ends at a lone backslash; "\\" is one backslash), then 8 bytes of created_at taken from the
-// end, microseconds since the epoch, within PostgreSQL's timestamptz range.
+// Input: id, charge id, type, payload, traceparent, source and dataschema as libFuzzer's
+// FuzzedDataProvider splits them (each ends at a lone backslash; "\\" is one backslash), then 8 bytes of
+// created_at taken from the end, microseconds since the epoch, within PostgreSQL's timestamptz range.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <chrono>
@@ -52,18 +52,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   event.payload = input.ConsumeRandomLengthString();
   event.traceparent = input.ConsumeRandomLengthString();
   const std::string source = input.ConsumeRandomLengthString();
+  const std::string dataschema = input.ConsumeRandomLengthString();
   event.created_at_us = input.ConsumeIntegralInRange<std::int64_t>(kYear1Micros, kYear10000Micros - 1);
   // As the claim does it.
   event.time = util::FormatRfc3339Micros(event.created_at_us);
   FUZZ_CHECK(event.time == Rfc3339Reference(event.created_at_us));
 
-  const auto m = outbox_relay::ToMessage(event, source);
+  const auto m = outbox_relay::ToMessage(event, source, dataschema);
   // Every byte as the row holds it: the charge id is the key (per-charge order), the payload the value.
   FUZZ_CHECK(m.key == event.aggregateid && m.value == event.payload);
   const std::pair<std::string_view, std::string_view> expected[] = {
       {"ce_specversion", "1.0"}, {"ce_id", event.id},     {"ce_source", source},
       {"ce_type", event.type},   {"ce_time", event.time}, {"ce_subject", event.aggregateid},
-      {"content-type", "application/json"}};
+      {"ce_dataschema", dataschema}, {"content-type", "application/json"}};
   const std::size_t fixed = std::size(expected);
   FUZZ_CHECK(m.headers.size() == fixed + (event.traceparent.empty() ? 0 : 1));
   for (std::size_t i = 0; i < fixed; ++i) FUZZ_CHECK(m.headers[i] == expected[i]);

@@ -1,6 +1,8 @@
 // PgChargeStore: the SQL of the charge flow. Each operation is one statement (data-modifying CTEs), so
 // one round trip and one implicit transaction: the intent and its event, or a state change and its
-// event, commit together or not at all.
+// event, commit together or not at all. An event's created_at (its ce_time) is the charge's updated_at as
+// the statement sets it, so the header and the payload tell one time from one clock (docs/events.md); the
+// outbox row's producer (its ce_source) is the session's application_name (migration 0009).
 #include <pqxx/pqxx>
 
 #include "charge_outbox/charges/charge_store.hpp"
@@ -77,9 +79,10 @@ const std::pair<const char*, const char*> kStatements[] = {
      "  WHERE id = $1 AND status = 'pending' AND ($15::text IS NULL OR owner_id = $15)"
      "  RETURNING *"
      "), event AS ("
-     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent)"
+     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)"
      "  SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.' || upd.status || '.v1',"
-     "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), $9"
+     "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), $9,"
+     "         upd.updated_at"
      "  FROM upd"
      "), attempt AS (" FINISH_ATTEMPT("$1", "$10", "$11", "$12", "$13", "$14") ")"
      " SELECT " CHARGE_COLUMNS " FROM upd c"},
@@ -97,9 +100,10 @@ const std::pair<const char*, const char*> kStatements[] = {
      "  WHERE id = $1 AND status = $2::charge_status AND status NOT IN ('pending', 'needs_review')"
      "  RETURNING *"
      "), event AS ("
-     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent)"
+     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)"
      "  SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.needs_review.v1',"
-     "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), NULLIF($5, '')"
+     "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), NULLIF($5, ''),"
+     "         upd.updated_at"
      "  FROM upd"
      ") SELECT " CHARGE_COLUMNS " FROM upd c"},
     {kRenewLease,

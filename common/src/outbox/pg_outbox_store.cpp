@@ -49,10 +49,11 @@ const std::pair<const char*, const char*> kRelayStatements[] = {
     // every event of a charge is in one shard: an unpublished predecessor of any row in the window is
     // earlier in the same window (docs, "The claim query"). Nothing committed can be created in the
     // future, so the partitions made ahead are skipped. ce_time is formatted by the relay from the epoch
-    // microseconds: to_char costs about 1 µs a row.
+    // microseconds: to_char costs about 1 µs a row. producer (0009) makes ce_source.
     {kClaim,
      "SELECT o.id::text, o.aggregateid, o.type, o.payload::text, o.sequence, o.shard, o.position,"
-     "       COALESCE(o.traceparent, ''), (extract(epoch FROM o.created_at) * 1000000)::bigint"
+     "       COALESCE(o.traceparent, ''), (extract(epoch FROM o.created_at) * 1000000)::bigint,"
+     "       COALESCE(o.producer, '')"
      " FROM outbox o"
      " WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint"
      "   AND (cardinality($3::int[]) = 0 OR o.shard::int = ANY($3::int[])) AND o.parked_at IS NULL"
@@ -264,6 +265,7 @@ class PgRelaySession final : public RelaySession {
         e.traceparent = row[7].as<std::string>();
         e.created_at_us = row[8].as<std::int64_t>();
         e.time = util::FormatRfc3339Micros(e.created_at_us);
+        e.producer = row[9].as<std::string>();
         e.wave = wave;
         out.push_back(std::move(e));
       }

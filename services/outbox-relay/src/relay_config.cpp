@@ -88,7 +88,15 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
     if (auto value = r.OptionalSecret(p.key); value && !value->empty()) c.kafka_properties[p.property] = *value;
   }
 
+  // ce_source names the daemon that wrote the event (the outbox row's producer, migration 0009):
+  // <source_base>/charge-api or <source_base>/reconciler. cloudevents.source is for rows that name none.
+  c.cloudevents_source_base = r.String("cloudevents.source_base", "/charge-outbox");
+  if (c.cloudevents_source_base.empty()) throw config::ConfigError("cloudevents.source_base", "must not be empty");
   c.cloudevents_source = r.String("cloudevents.source", "/charge-outbox/charge-api");
+  if (c.cloudevents_source.empty()) throw config::ConfigError("cloudevents.source", "must not be empty");
+  // binary: the attributes in ce_* headers (the default); structured: in the value, for sinks that drop
+  // Kafka headers (docs/events.md). One mode for the relay's one topic.
+  c.cloudevents_structured = r.Choice("cloudevents.mode", "binary", {"binary", "structured"}) == "structured";
   // Relay loops in this process, each with its own session (a member of its own) and producer: they
   // overlap one loop's wait on Kafka with another's database work.
   c.workers = static_cast<int>(r.Integer("relay.workers", 1, 1, 64));

@@ -29,7 +29,9 @@ struct RelayConfig {
   // again later), whatever librdkafka still does. kafka.message_timeout + kafka.socket_timeout.
   std::chrono::milliseconds kafka_delivery_deadline{};
 
-  std::string cloudevents_source;
+  std::string cloudevents_source_base;  // ce_source of a row with a producer: <base>/<producer>
+  std::string cloudevents_source;       // ce_source of a row without one
+  bool cloudevents_structured = false;  // cloudevents.mode = structured
 
   int workers = 1;
   int batch_size = 1000;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <string_view>
 #include <thread>
 #include <unordered_set>
@@ -31,23 +32,115 @@ void SleepUnless(const std::atomic<bool>& stop, milliseconds duration) {
   }
 }
 
-kafka::Message ToMessage(const outbox::OutboxEvent& event, const std::string& source) {
+namespace {
+
+bool IsPlainName(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+  });
+}
+
+template <typename Make>
+const std::string& Intern(std::map<std::string, std::string, std::less<>>& cache, std::string_view key, Make make) {
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  return cache.emplace(std::string(key), make()).first->second;
+}
+
+// A JSON string literal of `text`: the attributes come from rows and configuration, so quote them properly.
+void AppendJsonString(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          constexpr char kHex[] = "0123456789abcdef";
+          out += "\\u00";
+          out += kHex[(c >> 4) & 0xF];
+          out += kHex[c & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace
+
+EventAttributes::EventAttributes(std::string source_base, std::string fallback_source)
+    : source_base_(std::move(source_base)), fallback_source_(std::move(fallback_source)) {}
+
+std::string_view EventAttributes::Source(std::string_view producer) {
+  if (!IsPlainName(producer)) return fallback_source_;
+  return Intern(sources_, producer, [&] { return source_base_ + "/" + std::string(producer); });
+}
+
+std::string_view EventAttributes::DataSchema(std::string_view type) {
+  return Intern(schemas_, type, [&] { return std::string(kDataSchemaBase) + std::string(type) + ".json"; });
+}
+
+kafka::Message ToMessage(const outbox::OutboxEvent& event, std::string_view source, std::string_view dataschema) {
   kafka::Message m{.key = event.aggregateid, .value = event.payload, .headers = {}};
-  m.headers.reserve(8);
+  m.headers.reserve(9);
   m.headers.emplace_back("ce_specversion", "1.0");
   m.headers.emplace_back("ce_id", event.id);
   m.headers.emplace_back("ce_source", source);
   m.headers.emplace_back("ce_type", event.type);
   m.headers.emplace_back("ce_time", event.time);
   m.headers.emplace_back("ce_subject", event.aggregateid);
+  m.headers.emplace_back("ce_dataschema", dataschema);
   m.headers.emplace_back("content-type", "application/json");
+  if (!event.traceparent.empty()) m.headers.emplace_back("traceparent", event.traceparent);
+  return m;
+}
+
+kafka::Message ToStructuredMessage(const outbox::OutboxEvent& event, std::string_view source,
+                                   std::string_view dataschema, std::string& value) {
+  value.clear();
+  value.reserve(event.payload.size() + 400);
+  const std::pair<std::string_view, std::string_view> attributes[] = {
+      {"specversion", "1.0"},
+      {"id", event.id},
+      {"source", source},
+      {"type", event.type},
+      {"subject", event.aggregateid},
+      {"time", event.time},
+      {"datacontenttype", "application/json"},
+      {"dataschema", dataschema},
+  };
+  value += '{';
+  for (const auto& [name, text] : attributes) {
+    AppendJsonString(value, name);
+    value += ':';
+    AppendJsonString(value, text);
+    value += ',';
+  }
+  // The distributed tracing extension: the attribute travels in the value, where a sink keeps it.
+  if (!event.traceparent.empty()) {
+    value += "\"traceparent\":";
+    AppendJsonString(value, event.traceparent);
+    value += ',';
+  }
+  // The payload is JSON already (PostgreSQL's json, as the charge store wrote it): embedded as it is.
+  value += "\"data\":";
+  value += event.payload;
+  value += '}';
+  kafka::Message m{.key = event.aggregateid, .value = value, .headers = {}};
+  m.headers.reserve(2);
+  m.headers.emplace_back("content-type", "application/cloudevents+json");
   if (!event.traceparent.empty()) m.headers.emplace_back("traceparent", event.traceparent);
   return m;
 }
 
 RelayLoop::RelayLoop(outbox::RelaySession& session, kafka::EventPublisher& publisher, RelayProbe& probe,
                      RelayLoopOptions options)
-    : session_(session), publisher_(publisher), probe_(probe), options_(std::move(options)) {}
+    : session_(session),
+      publisher_(publisher),
+      probe_(probe),
+      options_(std::move(options)),
+      attributes_(options_.cloudevents_source_base, options_.cloudevents_source) {}
 
 bool RelayLoop::EnsureTopic(const std::atomic<bool>& stop) {
   if (!options_.create_topic) return true;
@@ -196,6 +289,7 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
   // delivered sends nothing more in this batch; those later events stay unpublished, held, not failed.
   std::vector<kafka::DeliveryResult> results(batch.size());
   std::vector<bool> sent(batch.size(), false);
+  std::vector<std::string> structured_values(options_.cloudevents_structured ? batch.size() : 0);
   std::unordered_set<std::string_view> stopped_charges;
   int waves = 0;
   for (const auto& event : batch) waves = std::max(waves, event.wave + 1);
@@ -205,7 +299,11 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (batch[i].wave != wave || stopped_charges.contains(batch[i].aggregateid)) continue;
       members.push_back(i);
-      messages.push_back(ToMessage(batch[i], options_.cloudevents_source));
+      const auto source = attributes_.Source(batch[i].producer);
+      const auto dataschema = attributes_.DataSchema(batch[i].type);
+      messages.push_back(options_.cloudevents_structured
+                             ? ToStructuredMessage(batch[i], source, dataschema, structured_values[i])
+                             : ToMessage(batch[i], source, dataschema));
     }
     if (messages.empty()) break;  // every charge with a later wave stopped
     Beat();

@@ -8,7 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "charge_outbox/kafka/event_publisher.hpp"
@@ -29,7 +32,11 @@ struct RelayLoopOptions {
   std::chrono::milliseconds rebalance_interval{1000};
   std::chrono::milliseconds retry_backoff{200};
   std::chrono::milliseconds max_retry_backoff{5000};
-  std::string cloudevents_source;
+  // ce_source of a row that records its producer: `<cloudevents_source_base>/<producer>`; of one that does not
+  // (written before migration 0009, or by a session without an application_name): cloudevents_source.
+  std::string cloudevents_source_base = "/charge-outbox";
+  std::string cloudevents_source = "/charge-outbox/charge-api";
+  bool cloudevents_structured = false;  // CloudEvents structured mode instead of binary mode (see ToMessage)
   bool create_topic = true;
   int topic_partitions = 6;
   int topic_replication_factor = 1;
@@ -39,9 +46,37 @@ struct RelayLoopOptions {
 // Exit status when the producer hit a fatal error (the process restarts clean).
 inline constexpr int kExitFatalProducer = 1;
 
-// The Kafka message of an event: key = charge id, value = payload, CloudEvents binary-mode headers. It
-// refers to `event` and `source`, which must outlive it.
-kafka::Message ToMessage(const outbox::OutboxEvent& event, const std::string& source);
+// The JSON Schema of an event type's payload, named in ce_dataschema: kDataSchemaBase + type + ".json", the
+// `$id` of schemas/events/<type>.json (docs/events.md). A name, not a location to fetch at run time.
+inline constexpr std::string_view kDataSchemaBase = "https://charge-outbox.example/schemas/events/";
+
+// The attributes the relay derives from a row instead of copying it: ce_source from the row's producer,
+// ce_dataschema from its type. Each distinct one is built once and kept (a handful: producers and event
+// types), so that a batch's messages refer to them without a string built per event. One per relay loop.
+class EventAttributes {
+ public:
+  EventAttributes(std::string source_base, std::string fallback_source);
+  // `<source_base>/<producer>`; the fallback source for an empty producer or one that is not a plain name
+  // (lowercase letters, digits, '-' and '_': the daemons' application_name), which a URI must not carry raw.
+  std::string_view Source(std::string_view producer);
+  std::string_view DataSchema(std::string_view type);
+
+ private:
+  std::string source_base_;
+  std::string fallback_source_;
+  std::map<std::string, std::string, std::less<>> sources_;
+  std::map<std::string, std::string, std::less<>> schemas_;
+};
+
+// The Kafka message of an event in CloudEvents binary mode: key = charge id, value = payload, the attributes
+// in ce_* headers. It refers to `event`, `source` and `dataschema`, which must outlive it.
+kafka::Message ToMessage(const outbox::OutboxEvent& event, std::string_view source, std::string_view dataschema);
+
+// The same event in CloudEvents structured mode, for sinks that drop Kafka headers: key = charge id, value
+// = one JSON object (`application/cloudevents+json`) with the attributes and the payload as `data`, which
+// this builds into `value`; headers: content-type and traceparent. It refers to `event` and `value`.
+kafka::Message ToStructuredMessage(const outbox::OutboxEvent& event, std::string_view source,
+                                   std::string_view dataschema, std::string& value);
 
 class RelayLoop {
  public:
@@ -71,6 +106,7 @@ class RelayLoop {
   kafka::EventPublisher& publisher_;
   RelayProbe& probe_;
   RelayLoopOptions options_;
+  EventAttributes attributes_;
   std::atomic<bool> ready_{false};
   std::atomic<std::chrono::steady_clock::rep> progress_{std::chrono::steady_clock::now().time_since_epoch().count()};
 };

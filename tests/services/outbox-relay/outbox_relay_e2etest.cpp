@@ -58,6 +58,8 @@ TEST_F(OutboxRelayE2E, EveryEventArrivesWithItsKeyValueAndCloudEventsHeaders) {
     EXPECT_EQ(m.headers.at("ce_type"), db().Scalar("SELECT type FROM " + row + " o"));
     EXPECT_EQ(m.headers.at("ce_time"), db().Scalar("SELECT rfc3339(created_at) FROM " + row + " o"));
     EXPECT_EQ(m.headers.at("ce_subject"), ChargeId(charge));
+    EXPECT_EQ(m.headers.at("ce_dataschema"),
+              "https://charge-outbox.example/schemas/events/" + m.headers.at("ce_type") + ".json");
     EXPECT_EQ(m.headers.at("content-type"), "application/json");
   }
   EXPECT_EQ(consumed[0].headers.at("ce_id"), first.id);
@@ -245,6 +247,57 @@ TEST_F(OutboxRelayE2E, SeveralWorkersInOneProcessShareTheShardsAsMembers) {
       10s))
       << MetricValue(relay->admin_port(), "outbox_events_published_total").value_or(-1) << " counted of " << written.size();
   EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), written, 60s), written), IsEmpty());
+}
+
+// ce_source names the daemon that wrote the event: the writing session's application_name, recorded in
+// the row (migration 0009). A row without one (written before it) keeps the configured cloudevents.source.
+TEST_F(OutboxRelayE2E, CeSourceNamesTheDaemonThatWroteTheEvent) {
+  const auto as = [&](const std::string& daemon) {
+    const auto url = db().url();
+    return url + (url.find('?') == std::string::npos ? "?" : "&") + "application_name=" + daemon;
+  };
+  const auto charge = NewUuid();
+  const auto initiated = WriteEvent(as("charge-api"), charge, 1);
+  const auto captured = WriteEvent(as("reconciler"), charge, 2);
+  const auto unrecorded = WriteEvent(db().url(), NewUuid(), 1);
+  auto relay = fixture_->StartRelay({{"CLOUDEVENTS_SOURCE", "/charge-outbox/unrecorded"}});
+  ASSERT_TRUE(AllPublished(20s)) << relay->Output();
+  const std::vector<WrittenEvent> written{initiated, captured, unrecorded};
+  const auto consumed = ConsumeAll(fixture_->topic(), written, 30s);
+  EXPECT_THAT(ContractViolations(consumed, written), IsEmpty());
+  std::map<std::string, std::string> source;
+  for (const auto& m : consumed) source[m.headers.at("ce_id")] = m.headers.at("ce_source");
+  EXPECT_EQ(source[initiated.id], "/charge-outbox/charge-api");
+  EXPECT_EQ(source[captured.id], "/charge-outbox/reconciler");
+  EXPECT_EQ(source[unrecorded.id], "/charge-outbox/unrecorded");
+}
+
+// cloudevents.mode=structured, for sinks that drop Kafka headers: the same events, the attributes in the
+// value, still valid against their schemas and still in order per charge.
+TEST_F(OutboxRelayE2E, StructuredModePutsTheAttributesInTheValue) {
+  const auto charge = NewUuid();
+  const auto first = WriteEvent(db().url(), charge, 1, 0, kTraceparent);
+  const auto second = WriteEvent(db().url(), charge, 2);
+  const auto third = WriteEvent(db().url(), charge, 3);
+  auto relay = fixture_->StartRelay({{"CLOUDEVENTS_MODE", "structured"}});
+  ASSERT_TRUE(AllPublished(20s)) << relay->Output();
+  const std::vector<WrittenEvent> written{first, second, third};
+  const auto consumed = ConsumeAll(fixture_->topic(), written, 30s);
+  ASSERT_EQ(consumed.size(), 3u);
+  EXPECT_THAT(ContractViolations(consumed, written), IsEmpty());
+  for (std::size_t i = 0; i < consumed.size(); ++i) {
+    const auto& m = consumed[i];
+    EXPECT_EQ(m.key, ChargeId(charge));
+    EXPECT_EQ(m.headers.at("content-type"), "application/cloudevents+json");
+    EXPECT_EQ(m.headers.count("ce_id"), 0u);  // binary mode's headers are not sent as well
+    const auto envelope = boost::json::parse(m.value).as_object();
+    EXPECT_EQ(envelope.at("id").as_string(), written[i].id);
+    EXPECT_EQ(envelope.at("subject").as_string(), ChargeId(charge));
+    EXPECT_EQ(envelope.at("data"),
+              boost::json::parse(db().Scalar("SELECT payload::text FROM outbox WHERE id = '" + written[i].id + "'")));
+  }
+  EXPECT_EQ(boost::json::parse(consumed[0].value).at("traceparent").as_string(), kTraceparent);
+  EXPECT_EQ(consumed[0].headers.at("traceparent"), kTraceparent);
 }
 
 TEST_F(OutboxRelayE2E, APoisonEventIsParkedOthersFlowAndRetryOrSkipReleaseItsCharge) {

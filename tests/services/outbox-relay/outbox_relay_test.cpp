@@ -1,7 +1,13 @@
-// outbox-relay without I/O: the Kafka message built from an event, and configuration (defaults, the
-// environment overrides the local stack relies on, security pass-through, secrets from the environment).
+// outbox-relay without I/O: the Kafka message built from an event (both CloudEvents modes, ce_source and
+// ce_dataschema), and configuration (defaults, the environment overrides the local stack relies on,
+// security pass-through, secrets from the environment).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+
+#include <fstream>
+#include <sstream>
 
 #include "relay_config.hpp"
 #include "relay_loop.hpp"
@@ -20,27 +26,93 @@ config::EnvLookup Env(std::map<std::string, std::string> values) {
   };
 }
 
+outbox::OutboxEvent Captured() {
+  return {.id = "6f1c2a4e-0000-4000-8000-000000000001",
+          .aggregateid = "ch_0123456789abcdef0123456789abcdef",
+          .type = "payments.charge.captured.v1",
+          .payload = R"({"id":"ch_0123456789abcdef0123456789abcdef","sequence":2})",
+          .sequence = 2,
+          .shard = 239,
+          .position = 7,
+          .traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+          .producer = "reconciler",
+          .created_at_us = 1'796'007'600'123'456,
+          .time = "2026-11-30T03:00:00.123Z"};
+}
+
 TEST(ToMessageTest, KeyValueAndCloudEventsBinaryModeHeaders) {
-  outbox::OutboxEvent e{.id = "6f1c2a4e-0000-4000-8000-000000000001",
-                        .aggregateid = "ch_0123456789abcdef0123456789abcdef",
-                        .type = "payments.charge.captured.v1",
-                        .payload = R"({"sequence": 2})",
-                        .sequence = 2,
-                        .shard = 239,
-                        .position = 7,
-                        .traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-                        .created_at_us = 1'796'007'600'123'456,
-                        .time = "2026-11-30T03:00:00.123Z"};
-  const std::string source = "/charge-outbox/charge-api";
-  const auto m = ToMessage(e, source);
+  auto e = Captured();
+  const std::string source = "/charge-outbox/reconciler";
+  const std::string dataschema = "https://charge-outbox.example/schemas/events/payments.charge.captured.v1.json";
+  const auto m = ToMessage(e, source, dataschema);
   EXPECT_EQ(m.key, e.aggregateid);
   EXPECT_EQ(m.value, e.payload);
   EXPECT_THAT(m.headers, ElementsAre(Pair("ce_specversion", "1.0"), Pair("ce_id", e.id),
-                                     Pair("ce_source", "/charge-outbox/charge-api"), Pair("ce_type", e.type),
+                                     Pair("ce_source", "/charge-outbox/reconciler"), Pair("ce_type", e.type),
                                      Pair("ce_time", e.time), Pair("ce_subject", e.aggregateid),
-                                     Pair("content-type", "application/json"), Pair("traceparent", e.traceparent)));
+                                     Pair("ce_dataschema", dataschema), Pair("content-type", "application/json"),
+                                     Pair("traceparent", e.traceparent)));
   e.traceparent.clear();
-  EXPECT_EQ(ToMessage(e, source).headers.size(), 7u);  // no empty traceparent header
+  EXPECT_EQ(ToMessage(e, source, dataschema).headers.size(), 8u);  // no empty traceparent header
+}
+
+TEST(ToMessageTest, StructuredModeCarriesTheAttributesAndThePayloadInTheValue) {
+  auto e = Captured();
+  std::string value;
+  const auto m = ToStructuredMessage(e, "/charge-outbox/reconciler", "https://s.example/x.json", value);
+  EXPECT_EQ(m.key, e.aggregateid);
+  EXPECT_EQ(m.value.data(), value.data());  // refers to the value it built, no copy
+  EXPECT_THAT(m.headers, ElementsAre(Pair("content-type", "application/cloudevents+json"),
+                                     Pair("traceparent", e.traceparent)));
+  const auto envelope = boost::json::parse(m.value).as_object();
+  EXPECT_EQ(envelope.at("specversion").as_string(), "1.0");
+  EXPECT_EQ(envelope.at("id").as_string(), e.id);
+  EXPECT_EQ(envelope.at("source").as_string(), "/charge-outbox/reconciler");
+  EXPECT_EQ(envelope.at("type").as_string(), e.type);
+  EXPECT_EQ(envelope.at("subject").as_string(), e.aggregateid);
+  EXPECT_EQ(envelope.at("time").as_string(), e.time);
+  EXPECT_EQ(envelope.at("datacontenttype").as_string(), "application/json");
+  EXPECT_EQ(envelope.at("dataschema").as_string(), "https://s.example/x.json");
+  EXPECT_EQ(envelope.at("traceparent").as_string(), e.traceparent);
+  EXPECT_EQ(envelope.at("data"), boost::json::parse(e.payload));
+  EXPECT_EQ(envelope.size(), 10u);
+
+  // Attribute text is quoted, whatever a row holds; no traceparent, no attribute and no header.
+  e.type = "odd \"type\"\\\n";
+  e.traceparent.clear();
+  const auto odd = ToStructuredMessage(e, "/s", "d", value);
+  EXPECT_EQ(boost::json::parse(odd.value).at("type").as_string(), e.type);
+  EXPECT_FALSE(boost::json::parse(odd.value).as_object().contains("traceparent"));
+  EXPECT_EQ(odd.headers.size(), 1u);
+}
+
+TEST(EventAttributesTest, SourceNamesTheProducerAndDataSchemaTheType) {
+  EventAttributes attributes("/charge-outbox", "/charge-outbox/fallback");
+  EXPECT_EQ(attributes.Source("reconciler"), "/charge-outbox/reconciler");
+  EXPECT_EQ(attributes.Source("charge-api"), "/charge-outbox/charge-api");
+  // Built once: the same characters for every event of that producer.
+  EXPECT_EQ(attributes.Source("reconciler").data(), attributes.Source("reconciler").data());
+  // No producer recorded (rows from before migration 0009), or one a URI must not carry raw.
+  EXPECT_EQ(attributes.Source(""), "/charge-outbox/fallback");
+  EXPECT_EQ(attributes.Source("psql 15/x"), "/charge-outbox/fallback");
+  EXPECT_EQ(attributes.Source("Reconciler"), "/charge-outbox/fallback");
+  EXPECT_EQ(attributes.DataSchema("payments.charge.captured.v1"),
+            "https://charge-outbox.example/schemas/events/payments.charge.captured.v1.json");
+}
+
+// ce_dataschema names a schema the repository holds: schemas/events/<type>.json, whose $id it is.
+TEST(EventAttributesTest, EveryEventTypeNamesASchemaInTheRepository) {
+  EventAttributes attributes("/charge-outbox", "/charge-outbox/charge-api");
+  for (const char* type : {"payments.charge.initiated.v1", "payments.charge.captured.v1", "payments.charge.failed.v1",
+                           "payments.charge.canceled.v1", "payments.charge.needs_review.v1"}) {
+    std::ifstream file(std::string(PROJECT_SOURCE_DIR) + "/schemas/events/" + type + ".json");
+    ASSERT_TRUE(file) << type;
+    std::stringstream text;
+    text << file.rdbuf();
+    const auto schema = boost::json::parse(text.str()).as_object();
+    EXPECT_EQ(schema.at("$id").as_string(), attributes.DataSchema(type));
+    EXPECT_EQ(schema.at("$schema").as_string(), "https://json-schema.org/draft/2020-12/schema");
+  }
 }
 
 TEST(RelayConfigTest, DefaultsAndTheEnvironmentTheLocalStackSets) {
@@ -94,6 +166,34 @@ TEST(RelayConfigTest, TheDaemonNeedsKafkaAndTheSubcommandsDoNot) {
   auto typo = config::ConfigReader::FromString(
       "relay:\n  batchsize: 10\n", Env({{"DATABASE_URL", "x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:1"}}));
   EXPECT_THROW(LoadConfig(typo, true), config::ConfigError);
+}
+
+TEST(RelayConfigTest, CloudEventsSourcesAndMode) {
+  const std::map<std::string, std::string> base{{"DATABASE_URL", "postgresql://db/x"},
+                                                {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}};
+  auto defaults = config::ConfigReader::FromString("", Env(base));
+  const auto d = LoadConfig(defaults, true);
+  EXPECT_EQ(d.cloudevents_source_base, "/charge-outbox");
+  EXPECT_EQ(d.cloudevents_source, "/charge-outbox/charge-api");
+  EXPECT_FALSE(d.cloudevents_structured);
+
+  auto structured = config::ConfigReader::FromString(
+      "cloudevents:\n  mode: structured\n  source_base: /payments/eu\n", Env(base));
+  const auto s = LoadConfig(structured, true);
+  EXPECT_TRUE(s.cloudevents_structured);
+  EXPECT_EQ(s.cloudevents_source_base, "/payments/eu");
+
+  for (const auto& [yaml, key] : std::vector<std::pair<std::string, std::string>>{
+           {"cloudevents:\n  mode: json\n", "cloudevents.mode"},
+           {"cloudevents:\n  source_base: ''\n", "cloudevents.source_base"}}) {
+    auto bad = config::ConfigReader::FromString(yaml, Env(base));
+    try {
+      LoadConfig(bad, true);
+      ADD_FAILURE() << yaml << " accepted";
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(e.key(), key);
+    }
+  }
 }
 
 // Every call has a deadline, and liveness is derived from them: a healthy loop's longest step (a Kafka

@@ -10,16 +10,28 @@
 #include <set>
 #include <sstream>
 
+#include "event_contract.hpp"
 #include "http_test_client.hpp"
 #include "test_env.hpp"
 
 namespace charge_outbox::testing {
 namespace {
 
+// A payload as charge_event_payload makes it for the event's type (it validates against schemas/events),
+// padded to size with trailing whitespace: still the same JSON, and `json` keeps the bytes as written.
 constexpr const char* kInsert =
     "INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent)"
     " VALUES (gen_random_uuid(), charge_public_id($1::uuid), $2,"
-    "         json_build_object('id', charge_public_id($1::uuid), 'sequence', $3::int, 'pad', repeat('x', $4::int)),"
+    "         (json_strip_nulls(json_build_object("
+    "            'id', charge_public_id($1::uuid), 'merchant_id', '00000000-0000-4000-8000-000000000001',"
+    "            'order_id', 'order-' || substr(charge_public_id($1::uuid), 4, 8), 'amount', 2500,"
+    "            'currency', 'EUR',"
+    "            'status', CASE $3::int WHEN 1 THEN 'pending' WHEN 2 THEN 'captured' ELSE 'needs_review' END,"
+    "            'acquirer_capture_id',"
+    "              CASE WHEN $3::int >= 2 THEN 'cap_' || substr(charge_public_id($1::uuid), 4, 8) END,"
+    "            'failure_reason', CASE WHEN $3::int >= 3 THEN 'window_mismatch' END,"
+    "            'sequence', $3::int, 'created_at', rfc3339(now()), 'updated_at', rfc3339(now())))::text"
+    "          || repeat(' ', $4::int))::json,"
     "         $3::int, outbox_shard($1::uuid), NULLIF($5, ''))"
     " RETURNING id::text, aggregateid";
 
@@ -138,9 +150,7 @@ std::vector<ConsumedMessage> ConsumeAll(const KafkaTestTopic& topic, const std::
     consumed = topic.Consume(count, left);
     std::set<std::string> seen;
     for (const auto& m : consumed) {
-      if (const auto it = m.headers.find("ce_id"); it != m.headers.end() && wanted.contains(it->second)) {
-        seen.insert(it->second);
-      }
+      if (const auto id = EventId(m); id && wanted.contains(*id)) seen.insert(*id);
     }
     if (seen.size() == wanted.size()) return consumed;
     if (consumed.size() < count) return consumed;  // timed out before `count` arrived
@@ -149,26 +159,51 @@ std::vector<ConsumedMessage> ConsumeAll(const KafkaTestTopic& topic, const std::
   }
 }
 
+namespace {
+
+bool Structured(const ConsumedMessage& m) {
+  const auto it = m.headers.find("content-type");
+  return it != m.headers.end() && it->second == "application/cloudevents+json";
+}
+
+}  // namespace
+
+std::optional<std::string> EventId(const ConsumedMessage& m) {
+  if (Structured(m)) {
+    const auto value = boost::json::parse(m.value);
+    if (const auto* id = value.as_object().if_contains("id"); id != nullptr && id->is_string()) {
+      return std::string(id->as_string());
+    }
+    return std::nullopt;
+  }
+  const auto it = m.headers.find("ce_id");
+  if (it == m.headers.end()) return std::nullopt;
+  return it->second;
+}
+
 std::vector<std::string> ContractViolations(const std::vector<ConsumedMessage>& consumed,
                                             const std::vector<WrittenEvent>& expected) {
-  std::vector<std::string> problems;
+  // Every message against the published contract first: its payload's schema, its attributes.
+  std::vector<std::string> problems = EventContractViolations(consumed, PROJECT_SOURCE_DIR);
   std::map<std::string, const WrittenEvent*> by_id;
   for (const auto& e : expected) by_id[e.id] = &e;
   std::map<std::string, int> highest;  // charge -> highest sequence seen so far
   std::set<std::string> seen;
   for (const auto& m : consumed) {
-    const auto it = m.headers.find("ce_id");
-    if (it == m.headers.end()) {
-      problems.push_back("a message without ce_id");
+    const auto id = EventId(m);
+    if (!id) {
+      problems.push_back("a message without an event id");
       continue;
     }
-    const auto e = by_id.find(it->second);
+    const auto e = by_id.find(*id);
     if (e == by_id.end()) continue;  // not one of this test's events
-    if (m.key != e->second->charge) problems.push_back("event " + it->second + " has key " + m.key);
-    const int seq = static_cast<int>(boost::json::parse(m.value).at("sequence").as_int64());
-    if (seq != e->second->sequence) problems.push_back("event " + it->second + " carries the wrong sequence");
+    if (m.key != e->second->charge) problems.push_back("event " + *id + " has key " + m.key);
+    const auto value = boost::json::parse(m.value);
+    const auto& payload = Structured(m) ? value.at("data") : value;
+    const int seq = static_cast<int>(payload.at("sequence").as_int64());
+    if (seq != e->second->sequence) problems.push_back("event " + *id + " carries the wrong sequence");
     auto& top = highest[m.key];
-    if (!seen.contains(it->second)) {
+    if (!seen.contains(*id)) {
       // First arrivals of a charge's events must ascend: N+1 before N is a reordering. (A gap is allowed
       // here, for an event skipped by an operator; a missing event is caught below.)
       if (seq <= top) {
@@ -176,7 +211,7 @@ std::vector<std::string> ContractViolations(const std::vector<ConsumedMessage>& 
                            std::to_string(top));
       }
       top = std::max(top, seq);
-      seen.insert(it->second);
+      seen.insert(*id);
     }
   }
   for (const auto& e : expected) {

@@ -46,9 +46,13 @@ std::optional<double> MetricValue(std::uint16_t port, const std::string& series)
 std::vector<ConsumedMessage> ConsumeAll(const KafkaTestTopic& topic, const std::vector<WrittenEvent>& expected,
                                         std::chrono::milliseconds timeout);
 
-// Checks the delivery contract on what was consumed: every expected event arrived (by ce_id), and for each
-// charge the first arrivals of its events ascend by sequence (duplicates allowed, reordering not).
-// Returns a description of every violation (empty: none).
+// The event id of a message: its ce_id header, or `id` in the value of a structured-mode one.
+std::optional<std::string> EventId(const ConsumedMessage& m);
+
+// Checks the delivery contract on what was consumed: every message conforms to the published event
+// contract (its payload's JSON Schema and its CloudEvents attributes, EventContractViolations), every
+// expected event arrived (by ce_id), and for each charge the first arrivals of its events ascend by
+// sequence (duplicates allowed, reordering not). Returns a description of every violation (empty: none).
 std::vector<std::string> ContractViolations(const std::vector<ConsumedMessage>& consumed,
                                             const std::vector<WrittenEvent>& expected);
 

@@ -39,6 +39,7 @@ struct OutboxEvent {
   int shard = 0;
   std::int64_t position = 0;
   std::string traceparent;  // empty when the row has none
+  std::string producer;     // the daemon that wrote the row (migration 0009): ce_source; empty when unrecorded
   std::int64_t created_at_us = 0;  // created_at, microseconds since the Unix epoch
   std::string time;         // created_at, RFC 3339 UTC with milliseconds: ce_time
   // 0: the first unpublished event of its charge, publishable now. k > 0: its charge's k-th successor in
