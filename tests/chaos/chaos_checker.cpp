@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "event_contract.hpp"
 #include "http_test_client.hpp"
 #include "kafka_test_topic.hpp"
 
@@ -258,7 +259,17 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
   }
   log << "  read back " << messages.size() << " messages for " << events.size() << " events\n";
 
-  verdict.invariants = {once, owned, backed, settled, truthful, announced, delivered};
+  // 8. What was read back is what the contract publishes: each payload valid against the JSON Schema of its
+  // ce_type (a real validator), ce_dataschema naming it, ce_time the payload's updated_at, ce_source the
+  // daemon that wrote it.
+  Invariant conforming{"8. every event read back conforms to its schema (schemas/events) and attributes"};
+  conforming.checked = static_cast<std::int64_t>(messages.size());
+  for (auto& v : testing::EventContractViolations(messages, PROJECT_ROOT,
+                                                  {"/charge-outbox/charge-api", "/charge-outbox/reconciler"})) {
+    conforming.Violation(std::move(v));
+  }
+
+  verdict.invariants = {once, owned, backed, settled, truthful, announced, delivered, conforming};
   return verdict;
 }
 
