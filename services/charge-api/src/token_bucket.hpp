@@ -1,5 +1,6 @@
-// Token buckets: the per-merchant request limit and the per-client failed-authentication limit. A bucket
-// holds up to `burst` tokens and refills at `rate` per second; a request (or a failure) spends one.
+// Token buckets: the per-merchant request limit, the per-client failed-authentication limit and the
+// per-client pace of anonymous refusals. A bucket holds up to `burst` tokens and refills at `rate` per
+// second; a request (or a failure, or a refusal) spends one.
 // Limits are per instance: N replicas let a merchant through N times as fast.
 #pragma once
 
