@@ -230,6 +230,9 @@ TEST_F(HostileClientsE2E, ManyConnectionsWithTheSameUnknownKeyCostOneLookup) {
 TEST_F(HostileClientsE2E, ReadinessAnswersWhileThePaymentsPoolIsExhausted) {
   StartApi({{"DATABASE_POOL_SIZE", "1"}});
   ASSERT_EQ(HttpTestClient(api_->admin_port()).Get("/readyz").status(), 200u);
+  // The key remembered and the payments connection open before the lock: on a loaded machine, the charge
+  // below then reaches the locked table well within the lock's 10 s.
+  ASSERT_EQ(HttpTestClient(api_->port()).Get("/v1/charges?idempotency_key=warm", Bearer(kApiKey1)).status(), 404u);
   std::thread locker([&] {
     RunProcess({"/usr/bin/psql", "-X", "-q", db_->url(), "-c",
                 "BEGIN; LOCK TABLE charges IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(10); COMMIT;"},
