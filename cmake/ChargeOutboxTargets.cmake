@@ -58,3 +58,21 @@ function(charge_outbox_test)
     PROPERTIES LABELS ${ARG_LABEL}
     DISCOVERY_TIMEOUT 30)
 endfunction()
+
+# charge_outbox_embed_migrations(OUTPUT <var> DIR <folder> NAMESPACE <ns> FUNCTION <name>)
+# Generates a source defining `const std::vector<db::Migration>& <ns>::<name>()` from the folder's
+# NNNN_name.sql files (cmake/EmbedMigrations.cmake), so a binary carries exactly the schema it was built
+# for; sets <var> to the generated file, to add to a library's SRCS.
+function(charge_outbox_embed_migrations)
+  cmake_parse_arguments(ARG "" "OUTPUT;DIR;NAMESPACE;FUNCTION" "" ${ARGN})
+  file(GLOB files CONFIGURE_DEPENDS ${ARG_DIR}/*.sql)
+  set(generated ${CMAKE_CURRENT_BINARY_DIR}/generated/${ARG_FUNCTION}.cpp)
+  add_custom_command(
+    OUTPUT ${generated}
+    COMMAND ${CMAKE_COMMAND} -DMIGRATIONS_DIR=${ARG_DIR} -DOUTPUT=${generated}
+            -DNAMESPACE=${ARG_NAMESPACE} -DFUNCTION=${ARG_FUNCTION}
+            -P ${PROJECT_SOURCE_DIR}/cmake/EmbedMigrations.cmake
+    DEPENDS ${files} ${PROJECT_SOURCE_DIR}/cmake/EmbedMigrations.cmake
+    COMMENT "Embedding the migrations of ${ARG_DIR}")
+  set(${ARG_OUTPUT} ${generated} PARENT_SCOPE)
+endfunction()

@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include "charge_outbox/db/text_query.hpp"
 #include "db/pg_pool.hpp"
 
 namespace charge_outbox::db {
@@ -31,7 +32,12 @@ DbError CurrentDbError() {
     if (state.rfind("57", 0) == 0 || state.rfind("08", 0) == 0 || state == "53300") {
       return {DbErrc::kUnavailable, FirstLine(e.what())};
     }
+    // A deadlock or serialization failure rolled the whole transaction back: nothing was written, and
+    // the same transaction sent again normally succeeds.
+    if (state == "40P01" || state == "40001") return {DbErrc::kUnavailable, state + ": " + FirstLine(e.what())};
     return {DbErrc::kFailed, state + ": " + FirstLine(e.what())};
+  } catch (const DbException& e) {
+    return e.error();
   } catch (const std::exception& e) {
     return {DbErrc::kFailed, FirstLine(e.what())};
   }

@@ -18,14 +18,24 @@ namespace {
 // in the same database pick their own.
 constexpr long long kMigrationLockKey = 0x636f5f6d69677261;  // "co_migra"
 
-constexpr const char* kCreateMigrationsTable = R"sql(
-CREATE TABLE IF NOT EXISTS schema_migrations (
+std::string CreateLedgerSql(const std::string& ledger) {
+  return "CREATE TABLE IF NOT EXISTS " + ledger + R"sql( (
   version      integer PRIMARY KEY,
   name         text        NOT NULL,
   checksum     text        NOT NULL,
   applied_at   timestamptz NOT NULL DEFAULT now(),
   execution_ms integer     NOT NULL
 ))sql";
+}
+
+// The ledger's name is spliced into SQL, so it must be a plain lower-case identifier.
+const std::string& CheckedLedger(const std::string& ledger) {
+  static const std::regex kIdentifier("^[a-z_][a-z0-9_]{0,62}$");
+  if (!std::regex_match(ledger, kIdentifier)) {
+    throw MigrationError(MigrationErrc::kInvalidMigrationSet, "migration ledger '" + ledger + "' is not a plain identifier");
+  }
+  return ledger;
+}
 
 // The network settings every connection has (a hung server fails the start-up check or the migration in
 // seconds), but no statement or idle-in-transaction timeout: a migration may build an index for minutes
@@ -43,14 +53,14 @@ pqxx::connection Connect(const std::string& url) {
   }
 }
 
-std::map<int, AppliedMigration> ReadApplied(pqxx::connection& conn) {
+std::map<int, AppliedMigration> ReadApplied(pqxx::connection& conn, const std::string& ledger) {
   pqxx::nontransaction tx(conn);
-  const auto exists = tx.exec1("SELECT to_regclass('schema_migrations') IS NOT NULL")[0].as<bool>();
+  const auto exists = tx.exec_params1("SELECT to_regclass($1) IS NOT NULL", ledger)[0].as<bool>();
   std::map<int, AppliedMigration> applied;
   if (!exists) return applied;
   for (const auto& row : tx.exec(
            "SELECT version, name, checksum, to_char(applied_at AT TIME ZONE 'UTC', "
-           "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM schema_migrations ORDER BY version")) {
+           "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM " + ledger + " ORDER BY version")) {
     AppliedMigration m;
     m.version = row[0].as<int>();
     m.name = row[1].as<std::string>();
@@ -150,7 +160,9 @@ int EmbeddedSchemaVersion() {
 Migrator::Migrator(std::string database_url, std::vector<Migration> migrations, MigratorOptions options)
     : database_url_(std::move(database_url)),
       migrations_(SortedMigrationSet(std::move(migrations))),
-      options_(options) {}
+      options_(std::move(options)) {
+  CheckedLedger(options_.ledger);
+}
 
 std::vector<int> Migrator::Up() {
   auto conn = Connect(database_url_);
@@ -160,9 +172,9 @@ std::vector<int> Migrator::Up() {
     // (or by the server when this connection dies), so a crashed run never blocks the next one.
     pqxx::nontransaction lock(conn);
     lock.exec1("SELECT pg_advisory_lock(" + std::to_string(kMigrationLockKey) + ")");
-    lock.exec0(kCreateMigrationsTable);
+    lock.exec0(CreateLedgerSql(options_.ledger));
   }
-  const auto applied = ReadApplied(conn);
+  const auto applied = ReadApplied(conn, options_.ledger);
   VerifyChecksums(migrations_, applied);
   for (const auto& m : Pending(migrations_, applied)) {
     const auto started = std::chrono::steady_clock::now();
@@ -173,7 +185,8 @@ std::vector<int> Migrator::Up() {
       const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::steady_clock::now() - started)
                                   .count();
-      tx.exec_params0("INSERT INTO schema_migrations (version, name, checksum, execution_ms) VALUES ($1, $2, $3, $4)",
+      tx.exec_params0("INSERT INTO " + options_.ledger +
+                          " (version, name, checksum, execution_ms) VALUES ($1, $2, $3, $4)",
                       m.version, m.name, m.Checksum(), static_cast<int>(elapsed_ms));
       tx.commit();
     } catch (const pqxx::broken_connection& e) {
@@ -192,7 +205,7 @@ std::vector<int> Migrator::Up() {
 
 MigrationStatus Migrator::Status() {
   auto conn = Connect(database_url_);
-  const auto applied = ReadApplied(conn);
+  const auto applied = ReadApplied(conn, options_.ledger);
   VerifyChecksums(migrations_, applied);
   MigrationStatus status;
   for (const auto& [version, m] : applied) status.applied.push_back(m);
@@ -201,14 +214,15 @@ MigrationStatus Migrator::Status() {
   return status;
 }
 
-int RequireSchemaVersion(const std::string& database_url, int required_version) {
+int RequireSchemaVersion(const std::string& database_url, int required_version, const SchemaCheck& check) {
   auto conn = Connect(database_url);
-  const auto applied = ReadApplied(conn);
+  const auto applied = ReadApplied(conn, CheckedLedger(check.ledger));
   const int current = applied.empty() ? 0 : applied.rbegin()->first;
   if (current < required_version) {
     throw MigrationError(MigrationErrc::kSchemaBehind,
-                         "database schema is at version " + std::to_string(current) + " but this build needs " +
-                             std::to_string(required_version) + "; run `charge-migrate up` first");
+                         "database schema (" + check.ledger + ") is at version " + std::to_string(current) +
+                             " but this build needs " + std::to_string(required_version) + "; run `" +
+                             check.migrate_command + "` first");
   }
   return current;
 }

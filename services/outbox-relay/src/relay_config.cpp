@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iterator>
 
+#include "charge_outbox/kafka/client_properties.hpp"
 #include "charge_outbox/log/log.hpp"
 
 namespace charge_outbox::outbox_relay {
@@ -20,22 +21,14 @@ std::string DefaultInstanceId() {
   return std::string(host) + "-" + std::to_string(::getpid());
 }
 
-// Config keys passed to librdkafka under the property's own name; empty means "librdkafka's default".
-// Only these: a typo in a security setting must fail at start-up, not connect in plaintext.
+// Producer tuning passed to librdkafka under the property's own name (the connection and security keys
+// are every client's: kafka::ReadClientProperties).
 struct PassThrough {
   const char* key;
   const char* property;
   const char* fallback;
 };
 constexpr PassThrough kPassThrough[] = {
-    {"kafka.security_protocol", "security.protocol", ""},
-    {"kafka.sasl_mechanism", "sasl.mechanism", ""},
-    {"kafka.sasl_username", "sasl.username", ""},
-    {"kafka.ssl_ca_location", "ssl.ca.location", ""},
-    {"kafka.ssl_certificate_location", "ssl.certificate.location", ""},
-    {"kafka.ssl_key_location", "ssl.key.location", ""},
-    {"kafka.ssl_endpoint_identification_algorithm", "ssl.endpoint.identification.algorithm", ""},
-    {"kafka.client_id", "client.id", "outbox-relay"},
     {"kafka.compression_type", "compression.type", "lz4"},
     // Batches the burst of a claim; the publisher's flush sends the tail without waiting for it.
     {"kafka.linger_ms", "linger.ms", "5"},
@@ -43,11 +36,6 @@ constexpr PassThrough kPassThrough[] = {
     {"kafka.batch_size", "batch.size", "1000000"},
     {"kafka.message_max_bytes", "message.max.bytes", "1000000"},
     {"kafka.queue_buffering_max_messages", "queue.buffering.max.messages", "100000"},
-};
-// Secrets: environment only (KAFKA_SASL_PASSWORD, KAFKA_SSL_KEY_PASSWORD).
-constexpr PassThrough kSecretPassThrough[] = {
-    {"kafka.sasl_password", "sasl.password", ""},
-    {"kafka.ssl_key_password", "ssl.key.password", ""},
 };
 
 }  // namespace
@@ -80,12 +68,10 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   const auto socket_timeout = r.Duration("kafka.socket_timeout", seconds{10}, milliseconds{1000}, std::chrono::minutes{5});
   c.kafka_properties["socket.timeout.ms"] = std::to_string(socket_timeout.count());
   c.kafka_delivery_deadline = message_timeout + socket_timeout;
+  kafka::ReadClientProperties(r, "outbox-relay", c.kafka_properties);
   for (const auto& p : kPassThrough) {
     const auto value = r.String(p.key, std::string(p.fallback));
     if (!value.empty()) c.kafka_properties[p.property] = value;
-  }
-  for (const auto& p : kSecretPassThrough) {
-    if (auto value = r.OptionalSecret(p.key); value && !value->empty()) c.kafka_properties[p.property] = *value;
   }
 
   // ce_source names the daemon that wrote the event (the outbox row's producer, migration 0009):

@@ -1,6 +1,7 @@
 #include "command_line.hpp"
 
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/util/time.hpp"
 
 namespace charge_outbox::reconciler {
 namespace {
@@ -9,60 +10,7 @@ namespace {
   throw config::ConfigError("argv", problem + "\n" + kUsage);
 }
 
-std::optional<int> Digits(std::string_view text, std::size_t pos, std::size_t count) {
-  if (pos + count > text.size()) return std::nullopt;
-  int value = 0;
-  for (std::size_t i = pos; i < pos + count; ++i) {
-    if (text[i] < '0' || text[i] > '9') return std::nullopt;
-    value = value * 10 + (text[i] - '0');
-  }
-  return value;
-}
-
 }  // namespace
-
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view t) {
-  using namespace std::chrono;
-  // 2026-11-30T02:00:00 is 19 characters, then an optional fraction, then the offset.
-  if (t.size() < 20 || t[4] != '-' || t[7] != '-' || (t[10] != 'T' && t[10] != 't') || t[13] != ':' ||
-      t[16] != ':') {
-    return std::nullopt;
-  }
-  const auto year = Digits(t, 0, 4), month = Digits(t, 5, 2), day = Digits(t, 8, 2);
-  const auto hour = Digits(t, 11, 2), minute = Digits(t, 14, 2), second = Digits(t, 17, 2);
-  if (!year || !month || !day || !hour || !minute || !second || *hour > 23 || *minute > 59 || *second > 59) {
-    return std::nullopt;
-  }
-  const year_month_day date{std::chrono::year{*year}, std::chrono::month{static_cast<unsigned>(*month)},
-                            std::chrono::day{static_cast<unsigned>(*day)}};
-  if (!date.ok()) return std::nullopt;
-  std::size_t pos = 19;
-  microseconds fraction{0};
-  if (t[pos] == '.') {
-    ++pos;
-    std::int64_t scale = 100000;
-    const auto start = pos;
-    while (pos < t.size() && t[pos] >= '0' && t[pos] <= '9') {
-      fraction += microseconds{(t[pos] - '0') * scale};
-      scale /= 10;
-      ++pos;
-    }
-    if (pos == start) return std::nullopt;
-  }
-  minutes offset{0};
-  if (pos == t.size() - 1 && (t[pos] == 'Z' || t[pos] == 'z')) {
-    // UTC
-  } else if (pos + 6 == t.size() && (t[pos] == '+' || t[pos] == '-') && t[pos + 3] == ':') {
-    const auto oh = Digits(t, pos + 1, 2), om = Digits(t, pos + 4, 2);
-    if (!oh || !om || *oh > 23 || *om > 59) return std::nullopt;
-    offset = hours{*oh} + minutes{*om};
-    if (t[pos] == '-') offset = -offset;
-  } else {
-    return std::nullopt;
-  }
-  const auto local = sys_days{date} + hours{*hour} + minutes{*minute} + seconds{*second} + fraction;
-  return time_point_cast<system_clock::duration>(local - offset);
-}
 
 CommandLine ParseCommandLine(const std::vector<std::string>& args) {
   CommandLine cl;
@@ -107,9 +55,9 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
     return cl;
   }
   if (!from || !to) Usage("window needs --from and --to, or --last");
-  const auto parsed_from = ParseRfc3339(*from);
+  const auto parsed_from = util::ParseRfc3339(*from);
   if (!parsed_from) Usage("--from '" + *from + "' is not an RFC 3339 date-time (2026-11-30T02:00:00Z)");
-  const auto parsed_to = ParseRfc3339(*to);
+  const auto parsed_to = util::ParseRfc3339(*to);
   if (!parsed_to) Usage("--to '" + *to + "' is not an RFC 3339 date-time (2026-11-30T03:00:00Z)");
   if (*parsed_from >= *parsed_to) Usage("--from must be earlier than --to");
   cl.from = *parsed_from;

@@ -45,7 +45,4 @@ struct Window {
 Window TrailingWindow(std::chrono::system_clock::time_point now, std::chrono::milliseconds length,
                       std::chrono::milliseconds settle);
 
-// RFC 3339 date-time: "YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)", fractions kept to the microsecond.
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text);
-
 }  // namespace charge_outbox::reconciler

@@ -18,7 +18,7 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 std::string Rfc(std::string_view text) {
-  const auto t = ParseRfc3339(text);
+  const auto t = util::ParseRfc3339(text);
   return t ? util::FormatRfc3339(*t) + "/" + std::to_string(util::ToUnixMicros(*t) % 1000000) : "invalid";
 }
 
@@ -87,7 +87,7 @@ TEST(ReconcilerCommandLineTest, LastNamesATrailingWindowAndExcludesFixedBounds) 
 }
 
 TEST(ReconcilerTrailingWindow, TheLatestWholePeriodThatHasSettled) {
-  const auto at = [](std::string_view t) { return *ParseRfc3339(t); };
+  const auto at = [](std::string_view t) { return *util::ParseRfc3339(t); };
   // Hourly at :30 with a 5 minute settle: the hour that ended at 10:00.
   auto w = TrailingWindow(at("2026-11-30T10:30:00Z"), 1h, 5min);
   EXPECT_EQ(util::FormatRfc3339(w.from), "2026-11-30T09:00:00.000Z");

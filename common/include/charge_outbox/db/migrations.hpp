@@ -66,6 +66,9 @@ struct MigratorOptions {
   // How long one migration's DDL may wait for a table lock before it fails (and the Job retries),
   // rather than queueing every application query behind it.
   std::chrono::milliseconds lock_timeout{std::chrono::seconds{30}};
+  // The table that records what was applied. One per owner of a set of tables: a consumer's database
+  // holds the inbox library's migrations and the consumer's own, each with its history.
+  std::string ledger = "schema_migrations";
 };
 
 // Not thread-safe; one Migrator per run. Opens its own connection per call.
@@ -87,6 +90,10 @@ class Migrator {
 // accepted, because migrations are additive (expand first, contract in a later release) and pods of
 // the previous release keep running while a rollout applies the next one.
 // Returns the current version.
-int RequireSchemaVersion(const std::string& database_url, int required_version);
+struct SchemaCheck {
+  std::string ledger = "schema_migrations";
+  std::string migrate_command = "charge-migrate up";  // named in the error
+};
+int RequireSchemaVersion(const std::string& database_url, int required_version, const SchemaCheck& check = {});
 
 }  // namespace charge_outbox::db

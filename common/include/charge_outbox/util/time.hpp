@@ -4,11 +4,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace charge_outbox::util {
 
 std::string FormatRfc3339(std::chrono::system_clock::time_point t);
+// RFC 3339 date-time: "YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM)", fractions kept to the microsecond;
+// nullopt for anything else.
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text);
 // The same text for an instant given as microseconds since the epoch, as the database hands timestamps
 // over: any year PostgreSQL can hold, without passing through the clock's narrower range.
 std::string FormatRfc3339Micros(std::int64_t micros);

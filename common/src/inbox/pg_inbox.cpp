@@ -1,0 +1,323 @@
+#include "inbox/pg_inbox.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <deque>
+#include <map>
+#include <set>
+
+#include "charge_outbox/util/time.hpp"
+#include "db/db_errors.hpp"
+#include "db/text_rows.hpp"
+
+namespace charge_outbox::inbox {
+namespace {
+
+using db::TextArray;
+
+// The handler's view of the inbox's transaction.
+class HandlerTransaction final : public db::TextTransaction {
+ public:
+  explicit HandlerTransaction(pqxx::work& tx) : tx_(tx) {}
+  db::TextRows Query(std::string_view sql, const db::TextParams& params) override {
+    return db::ExecText(tx_, sql, params);
+  }
+
+ private:
+  pqxx::work& tx_;
+};
+
+template <typename T, typename F>
+std::vector<std::string> Column(const std::vector<T>& items, F field) {
+  std::vector<std::string> out;
+  out.reserve(items.size());
+  for (const auto& item : items) out.push_back(field(item));
+  return out;
+}
+
+std::int64_t Micros(std::chrono::system_clock::time_point t) { return util::ToUnixMicros(t); }
+
+}  // namespace
+
+PgInbox::PgInbox(std::string database_url, std::string application_name, db::ConnectionSettings settings)
+    : connection_string_(db::ConnectionString(database_url, application_name, settings)) {}
+
+PgInbox::~PgInbox() = default;
+
+template <typename T, typename Job>
+db::DbResult<T> PgInbox::Run(Job job) {
+  try {
+    if (!conn_ || !conn_->is_open()) {
+      conn_.reset();
+      conn_ = std::make_unique<pqxx::connection>(connection_string_);
+    }
+    return job(*conn_);
+  } catch (...) {
+    auto error = db::CurrentDbError();
+    // A connection that failed mid-transaction may be unusable; the next call opens a new one.
+    if (error.code != db::DbErrc::kFailed) conn_.reset();
+    return error;
+  }
+}
+
+BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEvent*>& events,
+                              std::vector<std::string> extra_charges, EventHandler& handler, const GapOptions& gaps) {
+  BatchOutcome outcome;
+  const auto now = std::chrono::system_clock::now();
+
+  // Each charge's events, in arrival order; charges sorted, so that every instance locks them in one
+  // order and two of them never deadlock.
+  std::map<std::string, std::vector<Candidate>> charges;
+  for (const auto* e : events) charges[e->charge_id].push_back({.event = e, .held_since = std::nullopt});
+  for (auto& id : extra_charges) charges.try_emplace(std::move(id));
+  if (charges.empty()) return outcome;
+  std::vector<std::string> ids;
+  ids.reserve(charges.size());
+  for (const auto& [id, _] : charges) ids.push_back(id);
+  const auto id_array = TextArray(ids);
+
+  tx.exec_params(
+      "INSERT INTO inbox_charges (charge_id) SELECT id FROM unnest($1::text[]) AS id ORDER BY id"
+      " ON CONFLICT DO NOTHING",
+      id_array);
+  std::map<std::string, int> last;
+  for (const auto& row : tx.exec_params(
+           "SELECT charge_id, last_sequence FROM inbox_charges WHERE charge_id = ANY($1::text[])"
+           " ORDER BY charge_id FOR UPDATE",
+           id_array)) {
+    last[row[0].as<std::string>()] = row[1].as<int>();
+  }
+
+  // Held events of these charges, read under the charges' locks: they go before this batch's.
+  std::deque<ChargeEvent> held_events;
+  std::map<std::string, std::vector<Candidate>> held_by_charge;
+  for (const auto& row : tx.exec_params(
+           "SELECT event_id::text, event_type, (extract(epoch FROM event_time) * 1000000)::bigint, charge_id,"
+           "       sequence, payload, (extract(epoch FROM clock_timestamp() - held_at) * 1000)::bigint"
+           "  FROM inbox_held WHERE charge_id = ANY($1::text[]) ORDER BY charge_id, sequence",
+           id_array)) {
+    held_events.push_back({.event_id = row[0].as<std::string>(),
+                           .event_type = row[1].as<std::string>(),
+                           .event_time = util::FromUnixMicros(row[2].as<std::int64_t>()),
+                           .charge_id = row[3].as<std::string>(),
+                           .sequence = row[4].as<int>(),
+                           .payload = row[5].as<std::string>()});
+    const auto age = std::chrono::milliseconds{row[6].as<std::int64_t>()};
+    held_by_charge[held_events.back().charge_id].push_back(
+        {.event = &held_events.back(), .held_since = now - std::max(age, std::chrono::milliseconds{0})});
+  }
+
+  std::vector<Step> steps;
+  std::vector<const ChargeEvent*> hold;
+  std::vector<std::string> unheld;  // event ids leaving inbox_held
+  std::vector<std::string> progress_ids;
+  std::vector<std::string> progress_sequences;
+  for (auto& [id, arrived] : charges) {
+    auto candidates = std::move(held_by_charge[id]);
+    candidates.insert(candidates.end(), arrived.begin(), arrived.end());
+    const int before = last[id];
+    const auto plan = PlanCharge(before, candidates, now, gaps);
+    outcome.duplicates += static_cast<std::int64_t>(plan.duplicates.size());
+    for (const auto* e : plan.drop_held) unheld.push_back(e->event_id);
+    for (const auto& step : plan.apply) {
+      steps.push_back(step);
+      if (step.was_held) unheld.push_back(step.event->event_id);
+    }
+    hold.insert(hold.end(), plan.hold.begin(), plan.hold.end());
+    if (plan.last_sequence != before) {
+      progress_ids.push_back(id);
+      progress_sequences.push_back(std::to_string(plan.last_sequence));
+    }
+  }
+
+  // The inbox rows first: an id already there (it cannot be, while progress and inbox agree, but the
+  // primary key is the final word) is a duplicate, and the handler never sees it.
+  std::set<std::string> inserted;
+  if (!steps.empty()) {
+    for (const auto& row : tx.exec_params(
+             "INSERT INTO inbox (event_id, event_time, charge_id, sequence, event_type, gap_before)"
+             " SELECT u.id::uuid, 'epoch'::timestamptz + u.t * interval '1 microsecond', u.c, u.s, u.ty, NULLIF(u.g, 0)"
+             "   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::int[]) AS u(id, t, c, s, ty, g)"
+             " ON CONFLICT DO NOTHING RETURNING event_id::text",
+             TextArray(Column(steps, [](const Step& s) { return s.event->event_id; })),
+             TextArray(Column(steps, [](const Step& s) { return std::to_string(Micros(s.event->event_time)); })),
+             TextArray(Column(steps, [](const Step& s) { return s.event->charge_id; })),
+             TextArray(Column(steps, [](const Step& s) { return std::to_string(s.event->sequence); })),
+             TextArray(Column(steps, [](const Step& s) { return s.event->event_type; })),
+             TextArray(Column(steps, [](const Step& s) { return std::to_string(s.gap_before); })))) {
+      inserted.insert(row[0].as<std::string>());
+    }
+  }
+  std::vector<const ChargeEvent*> to_apply;
+  std::vector<const Step*> gapped;
+  for (const auto& step : steps) {
+    // Postgres prints uuids in lower case; the id we were given may not be.
+    std::string lower = step.event->event_id;
+    for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!inserted.contains(lower)) {
+      ++outcome.duplicates;
+      continue;
+    }
+    to_apply.push_back(step.event);
+    if (step.was_held) ++outcome.released;
+    if (step.gap_before > 0) gapped.push_back(&step);
+  }
+  outcome.applied = static_cast<std::int64_t>(to_apply.size());
+  if (!to_apply.empty()) {
+    HandlerTransaction handler_tx(tx);
+    handler.Apply(handler_tx, to_apply);
+  }
+
+  if (!hold.empty()) {
+    const auto r = tx.exec_params(
+        "INSERT INTO inbox_held (event_id, event_time, charge_id, sequence, event_type, payload)"
+        " SELECT u.id::uuid, 'epoch'::timestamptz + u.t * interval '1 microsecond', u.c, u.s, u.ty, u.p"
+        "   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::text[]) AS u(id, t, c, s, ty, p)"
+        " ON CONFLICT DO NOTHING",
+        TextArray(Column(hold, [](const ChargeEvent* e) { return e->event_id; })),
+        TextArray(Column(hold, [](const ChargeEvent* e) { return std::to_string(Micros(e->event_time)); })),
+        TextArray(Column(hold, [](const ChargeEvent* e) { return e->charge_id; })),
+        TextArray(Column(hold, [](const ChargeEvent* e) { return std::to_string(e->sequence); })),
+        TextArray(Column(hold, [](const ChargeEvent* e) { return e->event_type; })),
+        TextArray(Column(hold, [](const ChargeEvent* e) { return e->payload; })));
+    outcome.held = static_cast<std::int64_t>(r.affected_rows());
+    outcome.duplicates += static_cast<std::int64_t>(hold.size()) - outcome.held;
+  }
+  if (!unheld.empty()) {
+    tx.exec_params("DELETE FROM inbox_held WHERE event_id = ANY($1::uuid[])", TextArray(unheld));
+  }
+  if (!progress_ids.empty()) {
+    tx.exec_params(
+        "UPDATE inbox_charges c SET last_sequence = u.s, updated_at = now()"
+        "  FROM unnest($1::text[], $2::int[]) AS u(id, s) WHERE c.charge_id = u.id",
+        TextArray(progress_ids), TextArray(progress_sequences));
+  }
+  if (!gapped.empty()) {
+    tx.exec_params(
+        "INSERT INTO inbox_gaps (charge_id, after_sequence, before_sequence, event_id)"
+        " SELECT u.c, u.s - u.g - 1, u.s, u.id::uuid FROM unnest($1::text[], $2::int[], $3::int[], $4::text[]) AS u(c, s, g, id)"
+        " ON CONFLICT DO NOTHING",
+        TextArray(Column(gapped, [](const Step* s) { return s->event->charge_id; })),
+        TextArray(Column(gapped, [](const Step* s) { return std::to_string(s->event->sequence); })),
+        TextArray(Column(gapped, [](const Step* s) { return std::to_string(s->gap_before); })),
+        TextArray(Column(gapped, [](const Step* s) { return s->event->event_id; })));
+    outcome.gaps = static_cast<std::int64_t>(gapped.size());
+    for (const auto* s : gapped) {
+      spdlog::warn("charge {}: applied sequence {} past a gap of {} event(s) (see inbox_gaps)", s->event->charge_id,
+                   s->event->sequence, s->gap_before);
+    }
+  }
+  return outcome;
+}
+
+db::DbResult<BatchOutcome> PgInbox::Apply(const std::vector<ChargeEvent>& events,
+                                          const std::vector<RejectedMessage>& rejected, EventHandler& handler,
+                                          const GapOptions& gaps, int retention_days) {
+  return Run<BatchOutcome>([&](pqxx::connection& conn) {
+    const auto horizon = std::chrono::system_clock::now() - std::chrono::hours{24} * retention_days;
+    std::vector<const ChargeEvent*> current;
+    current.reserve(events.size());
+    std::int64_t expired = 0;
+    for (const auto& e : events) {
+      if (e.event_time < horizon) {
+        ++expired;
+      } else {
+        current.push_back(&e);
+      }
+    }
+    pqxx::work tx(conn);
+    auto outcome = ApplyIn(tx, current, {}, handler, gaps);
+    outcome.expired = expired;
+    if (!rejected.empty()) {
+      const auto r = tx.exec_params(
+          "INSERT INTO inbox_rejected (topic, kafka_partition, kafka_offset, reason, message_key, value)"
+          " SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[])"
+          " ON CONFLICT DO NOTHING",
+          TextArray(Column(rejected, [](const RejectedMessage& m) { return m.topic; })),
+          TextArray(Column(rejected, [](const RejectedMessage& m) { return std::to_string(m.partition); })),
+          TextArray(Column(rejected, [](const RejectedMessage& m) { return std::to_string(m.offset); })),
+          TextArray(Column(rejected, [](const RejectedMessage& m) { return m.reason; })),
+          TextArray(Column(rejected, [](const RejectedMessage& m) { return m.key; })),
+          TextArray(Column(rejected, [](const RejectedMessage& m) { return m.value; })));
+      outcome.rejected = static_cast<std::int64_t>(r.affected_rows());
+    }
+    tx.commit();
+    return outcome;
+  });
+}
+
+db::DbResult<BatchOutcome> PgInbox::ReleaseDue(EventHandler& handler, const GapOptions& gaps, int limit) {
+  return Run<BatchOutcome>([&](pqxx::connection& conn) {
+    if (gaps.policy == GapPolicy::kHold) return BatchOutcome{};
+    pqxx::work tx(conn);
+    std::vector<std::string> due;
+    for (const auto& row : tx.exec_params(
+             "SELECT DISTINCT charge_id FROM inbox_held"
+             " WHERE held_at <= clock_timestamp() - $1::bigint * interval '1 millisecond' LIMIT $2",
+             static_cast<std::int64_t>(gaps.wait.count()), limit)) {
+      due.push_back(row[0].as<std::string>());
+    }
+    auto outcome = ApplyIn(tx, {}, std::move(due), handler, gaps);
+    tx.commit();
+    return outcome;
+  });
+}
+
+db::DbResult<std::int64_t> PgInbox::HeldCount() {
+  return Run<std::int64_t>([](pqxx::connection& conn) {
+    pqxx::nontransaction tx(conn);
+    return tx.exec1("SELECT count(*) FROM inbox_held")[0].as<std::int64_t>();
+  });
+}
+
+db::DbResult<RetentionReport> PgInbox::RunRetention(const InboxRetention& policy) {
+  return Run<RetentionReport>([&](pqxx::connection& conn) {
+    RetentionReport report;
+    {
+      pqxx::nontransaction tx(conn);
+      report.partitions_created =
+          tx.exec_params1("SELECT inbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
+                          " (now() AT TIME ZONE 'UTC')::date + $1::int)",
+                          policy.partitions_ahead)[0]
+              .as<int>();
+    }
+    std::vector<std::string> candidates;
+    {
+      pqxx::nontransaction tx(conn);
+      for (const auto& row : tx.exec_params(
+               "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+               " WHERE i.inhparent = 'inbox'::regclass AND c.relname ~ '^inbox_[0-9]{8}$'"
+               "   AND to_date(substr(c.relname, 7), 'YYYYMMDD') + 1 <= (now() AT TIME ZONE 'UTC')::date - $1::int"
+               " ORDER BY c.relname",
+               policy.retention_days)) {
+        candidates.push_back(row[0].as<std::string>());
+      }
+    }
+    for (const auto& part : candidates) {
+      try {
+        pqxx::work tx(conn);
+        tx.exec("SET LOCAL lock_timeout = '" + std::to_string(policy.lock_timeout.count()) + "ms'");
+        tx.exec("DROP TABLE " + conn.quote_name(part));
+        tx.commit();
+        report.dropped.push_back(part);
+      } catch (const pqxx::sql_error& e) {
+        if (e.sqlstate() != "55P03") throw;  // lock_not_available: the next pass tries again
+      }
+    }
+    pqxx::work tx(conn);
+    tx.exec_params(
+        "DELETE FROM inbox_default"
+        " WHERE event_time < ((now() AT TIME ZONE 'UTC')::date - $1::int)::timestamp AT TIME ZONE 'UTC'",
+        policy.retention_days);
+    report.progress_forgotten = static_cast<std::int64_t>(
+        tx.exec_params("DELETE FROM inbox_charges WHERE updated_at < now() - $1::int * interval '1 day'",
+                       policy.progress_retention_days)
+            .affected_rows());
+    tx.exec_params("DELETE FROM inbox_gaps WHERE detected_at < now() - $1::int * interval '1 day'",
+                   policy.progress_retention_days);
+    tx.commit();
+    return report;
+  });
+}
+
+}  // namespace charge_outbox::inbox

@@ -1,0 +1,78 @@
+// PgInbox: the inbox's tables in the consumer's database (sql/inbox), on one connection owned by the
+// consumer's thread. Each Apply is one transaction: lock the charges' progress rows, plan each charge
+// (ordering.hpp), run the handler, write the inbox rows, the held events, the gaps and the rejected
+// messages, commit. Internal to common/ (it exposes libpqxx).
+#pragma once
+
+#include <pqxx/pqxx>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "charge_outbox/db/database.hpp"
+#include "charge_outbox/inbox/inbox.hpp"
+
+namespace charge_outbox::inbox {
+
+struct RejectedMessage {
+  std::string topic;
+  int partition = 0;
+  std::int64_t offset = 0;
+  std::string reason;
+  std::string key;
+  std::string value;  // kept for a person, cut at kRejectedValueLimit bytes
+};
+inline constexpr std::size_t kRejectedValueLimit = 64 * 1024;
+
+struct BatchOutcome {
+  std::int64_t applied = 0;
+  std::int64_t duplicates = 0;  // arrived again: already applied, already held, or already in the inbox
+  std::int64_t held = 0;        // newly held past a gap
+  std::int64_t released = 0;    // applied from the held set
+  std::int64_t gaps = 0;        // applied past a gap
+  std::int64_t expired = 0;     // older than retention: neither remembered nor applied
+  std::int64_t rejected = 0;
+};
+
+struct InboxRetention {
+  int retention_days = 14;
+  int progress_retention_days = 180;
+  int partitions_ahead = 7;
+  std::chrono::milliseconds lock_timeout{2'000};
+};
+
+struct RetentionReport {
+  int partitions_created = 0;
+  std::vector<std::string> dropped;
+  std::int64_t progress_forgotten = 0;
+};
+
+class PgInbox {
+ public:
+  PgInbox(std::string database_url, std::string application_name, db::ConnectionSettings settings);
+  ~PgInbox();
+
+  // Applies a batch: `events` in arrival order, `rejected` recorded for a person. Events older than
+  // `retention_days` are counted as expired and dropped.
+  db::DbResult<BatchOutcome> Apply(const std::vector<ChargeEvent>& events,
+                                   const std::vector<RejectedMessage>& rejected, EventHandler& handler,
+                                   const GapOptions& gaps, int retention_days);
+  // Applies held events whose wait is over (policy kApply), up to `limit` charges per call.
+  db::DbResult<BatchOutcome> ReleaseDue(EventHandler& handler, const GapOptions& gaps, int limit);
+  db::DbResult<std::int64_t> HeldCount();
+  db::DbResult<RetentionReport> RunRetention(const InboxRetention& policy);
+
+ private:
+  template <typename T, typename Job>
+  db::DbResult<T> Run(Job job);
+  BatchOutcome ApplyIn(pqxx::work& tx, const std::vector<const ChargeEvent*>& events,
+                       std::vector<std::string> extra_charges, EventHandler& handler, const GapOptions& gaps);
+
+  std::string connection_string_;
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+}  // namespace charge_outbox::inbox

@@ -1,0 +1,161 @@
+#include "captured_totals.hpp"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+
+#include <limits>
+
+#include "charge_outbox/util/time.hpp"
+
+namespace charge_outbox::settlement {
+namespace {
+
+namespace json = boost::json;
+
+// The printable-ASCII identifiers and codes of the contract; anything else is not stored.
+std::optional<std::string> Text(const json::object& o, std::string_view key, std::size_t limit) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr || !v->is_string()) return std::nullopt;
+  const auto& s = v->as_string();
+  if (s.empty() || s.size() > limit) return std::nullopt;
+  for (const char c : s) {
+    if (c <= ' ' || c > '~') return std::nullopt;
+  }
+  return std::string(s);
+}
+
+// "YYYY-MM-DD" of the UTC day the event happened.
+std::string Day(const inbox::ChargeEvent& event) { return util::FormatRfc3339(event.event_time).substr(0, 10); }
+
+}  // namespace
+
+std::optional<ChargeState> Fold(const std::optional<ChargeState>& before, const inbox::ChargeEvent& event,
+                                std::map<TotalsKey, TotalsDelta>& deltas) {
+  boost::system::error_code ec;
+  const auto payload = json::parse(event.payload, ec);
+  if (ec || !payload.is_object()) return std::nullopt;
+  const auto& o = payload.as_object();
+  const auto merchant = Text(o, "merchant_id", 128);
+  const auto currency = Text(o, "currency", 3);
+  const auto status = Text(o, "status", 32);
+  const auto* amount = o.if_contains("amount");
+  if (!merchant || !currency || currency->size() != 3 || !status || amount == nullptr || !amount->is_int64() ||
+      amount->as_int64() < 0) {
+    return std::nullopt;
+  }
+  ChargeState after{.merchant_id = *merchant,
+                    .currency = *currency,
+                    .amount = amount->as_int64(),
+                    .status = *status,
+                    .captured_day = std::nullopt,
+                    .sequence = event.sequence};
+  const bool was_captured = before && before->captured_day.has_value();
+  if (after.status == "captured") {
+    // Captured once, on its first capture's day; a charge stays on that day while it stays captured.
+    after.captured_day = was_captured ? before->captured_day : std::optional<std::string>(Day(event));
+  }
+  if (was_captured && !after.captured_day) {
+    auto& d = deltas[{before->merchant_id, *before->captured_day, before->currency}];
+    d.count -= 1;
+    d.amount -= before->amount;
+  } else if (!was_captured && after.captured_day) {
+    auto& d = deltas[{after.merchant_id, *after.captured_day, after.currency}];
+    d.count += 1;
+    d.amount += after.amount;
+  } else if (was_captured && after.captured_day && (before->amount != after.amount ||
+                                                     before->merchant_id != after.merchant_id ||
+                                                     before->currency != after.currency)) {
+    // The same capture restated with other terms (never expected; the charge is immutable): move it.
+    auto& out = deltas[{before->merchant_id, *before->captured_day, before->currency}];
+    out.count -= 1;
+    out.amount -= before->amount;
+    auto& in = deltas[{after.merchant_id, *after.captured_day, after.currency}];
+    in.count += 1;
+    in.amount += after.amount;
+  }
+  return after;
+}
+
+CapturedTotals::CapturedTotals(std::function<void(const inbox::ChargeEvent&)> on_skipped)
+    : on_skipped_(std::move(on_skipped)) {}
+
+void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbox::ChargeEvent*>& events) {
+  std::map<std::string, std::optional<ChargeState>> states;
+  for (const auto* e : events) states.try_emplace(e->charge_id);
+  std::vector<std::string> ids;
+  ids.reserve(states.size());
+  for (const auto& [id, _] : states) ids.push_back(id);
+
+  // The inbox holds these charges' locks, so these rows cannot change under us.
+  for (const auto& row : tx.Query(
+           "SELECT charge_id, merchant_id, currency, amount, status, captured_day::text, sequence"
+           "  FROM settlement_charges WHERE charge_id = ANY($1::text[])",
+           {db::TextArray(ids)})) {
+    states[*row[0]] = ChargeState{.merchant_id = *row[1],
+                                  .currency = *row[2],
+                                  .amount = std::stoll(*row[3]),
+                                  .status = *row[4],
+                                  .captured_day = row[5],
+                                  .sequence = std::stoi(*row[6])};
+  }
+
+  std::map<TotalsKey, TotalsDelta> deltas;
+  std::map<std::string, std::chrono::system_clock::time_point> updated;
+  for (const auto* e : events) {
+    auto& state = states[e->charge_id];
+    auto after = Fold(state, *e, deltas);
+    if (!after) {
+      on_skipped_(*e);
+      continue;
+    }
+    state = std::move(after);
+    updated[e->charge_id] = e->event_time;
+  }
+
+  if (!updated.empty()) {
+    std::vector<std::string> id, merchant, currency, amount, status, day, sequence, at;
+    for (const auto& [charge, time] : updated) {
+      const auto& s = *states[charge];
+      id.push_back(charge);
+      merchant.push_back(s.merchant_id);
+      currency.push_back(s.currency);
+      amount.push_back(std::to_string(s.amount));
+      status.push_back(s.status);
+      day.push_back(s.captured_day.value_or(""));
+      sequence.push_back(std::to_string(s.sequence));
+      at.push_back(std::to_string(util::ToUnixMicros(time)));
+    }
+    tx.Query(
+        "INSERT INTO settlement_charges (charge_id, merchant_id, currency, amount, status, captured_day, sequence, updated_at)"
+        " SELECT u.id, u.m, u.c, u.a, u.s, NULLIF(u.d, '')::date, u.q, 'epoch'::timestamptz + u.t * interval '1 microsecond'"
+        "   FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::int[], $8::bigint[])"
+        "     AS u(id, m, c, a, s, d, q, t)"
+        " ON CONFLICT (charge_id) DO UPDATE SET merchant_id = excluded.merchant_id, currency = excluded.currency,"
+        "   amount = excluded.amount, status = excluded.status, captured_day = excluded.captured_day,"
+        "   sequence = excluded.sequence, updated_at = excluded.updated_at",
+        {db::TextArray(id), db::TextArray(merchant), db::TextArray(currency), db::TextArray(amount),
+         db::TextArray(status), db::TextArray(day), db::TextArray(sequence), db::TextArray(at)});
+  }
+
+  std::vector<std::string> merchant, day, currency, count, amount;
+  for (const auto& [key, delta] : deltas) {  // in key order: two instances lock the rows in one order
+    if (delta.count == 0 && delta.amount == 0) continue;
+    merchant.push_back(key.merchant_id);
+    day.push_back(key.day);
+    currency.push_back(key.currency);
+    count.push_back(std::to_string(delta.count));
+    amount.push_back(std::to_string(delta.amount));
+  }
+  if (merchant.empty()) return;
+  tx.Query(
+      "INSERT INTO captured_totals (merchant_id, day, currency, captured_count, captured_amount)"
+      " SELECT u.m, u.d::date, u.c, u.n, u.a FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[])"
+      "   AS u(m, d, c, n, a) ORDER BY 1, 2, 3"
+      " ON CONFLICT (merchant_id, day, currency) DO UPDATE SET"
+      "   captured_count = captured_totals.captured_count + excluded.captured_count,"
+      "   captured_amount = captured_totals.captured_amount + excluded.captured_amount",
+      {db::TextArray(merchant), db::TextArray(day), db::TextArray(currency), db::TextArray(count),
+       db::TextArray(amount)});
+}
+
+}  // namespace charge_outbox::settlement

@@ -1,0 +1,179 @@
+#include "projection_app.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/beast/http/field.hpp>
+#include <iostream>
+#include <thread>
+
+#include "charge_outbox/config/config.hpp"
+#include "charge_outbox/db/text_query.hpp"
+#include "charge_outbox/metrics/metrics.hpp"
+#include "captured_totals.hpp"
+#include "totals_query.hpp"
+
+namespace charge_outbox::settlement {
+
+namespace bhttp = boost::beast::http;
+using Status = http::Status;
+
+int Migrate(const ProjectionConfig& config) {
+  try {
+    for (const auto v : db::Migrator(config.inbox.database_url, inbox::InboxMigrations(), {.ledger = inbox::kInboxLedger}).Up()) {
+      spdlog::info("applied inbox migration {}", v);
+    }
+    for (const auto v : db::Migrator(config.inbox.database_url, ProjectionMigrations()).Up()) {
+      spdlog::info("applied settlement-projection migration {}", v);
+    }
+    return 0;
+  } catch (const db::MigrationError& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+int Run(const ProjectionConfig& config, const app::ShutdownSignals& signals) {
+  try {
+    db::RequireSchemaVersion(config.inbox.database_url, inbox::InboxMigrations().back().version,
+                             {.ledger = inbox::kInboxLedger, .migrate_command = "settlement-projection migrate"});
+    db::RequireSchemaVersion(config.inbox.database_url, ProjectionMigrations().back().version,
+                             {.ledger = "schema_migrations", .migrate_command = "settlement-projection migrate"});
+  } catch (const db::MigrationError& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  std::unique_ptr<ProjectionApp> app;
+  try {
+    app = std::make_unique<ProjectionApp>(config);
+    app->Start();
+  } catch (const inbox::InboxConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return config::kExitConfigError;
+  } catch (const std::exception& e) {
+    spdlog::error("settlement-projection could not start: {} (are http.port and admin.port free?)", e.what());
+    return 1;
+  }
+  while (true) {
+    if (const auto signal = signals.WaitFor(std::chrono::milliseconds{200})) {
+      spdlog::info("signal {}: stopping", *signal);
+      app::StopWithin(config.shutdown_deadline, [&](std::chrono::milliseconds drain) { app->Stop(drain); });
+      return 0;
+    }
+    if (const auto code = app->Finished()) {
+      app->Stop(std::chrono::milliseconds{0});
+      return *code;
+    }
+  }
+}
+
+struct ProjectionApp::Parts {
+  explicit Parts(ProjectionConfig c)
+      : config(std::move(c)),
+        registry(metrics::NewRegistry()),
+        inbox_probe(*registry),
+        skipped(prometheus::BuildCounter()
+                    .Name("settlement_projection_events_skipped_total")
+                    .Help("Events applied by the inbox whose payload the projection could not use (logged)")
+                    .Register(*registry)
+                    .Add({})),
+        handler([this](const inbox::ChargeEvent& e) {
+          skipped.Increment();
+          spdlog::error("charge {} sequence {} ({}): payload lacks merchant_id, amount, currency or status; not counted",
+                        e.charge_id, e.sequence, e.event_type);
+        }),
+        consumer(config.inbox, handler, inbox_probe),
+        database(config.inbox.database_url, {.connections = config.database_pool_size,
+                                             .max_queued = 256,
+                                             .application_name = "settlement-projection-api",
+                                             .connection = config.inbox.database}),
+        api(config.http, [this](http::Request r) { return HandleApi(std::move(r)); }),
+        admin(config.admin, [this](http::Request r) { return HandleAdmin(std::move(r)); }) {}
+
+  boost::asio::awaitable<http::Reply> HandleApi(http::Request request) {
+    http::Reply reply;
+    reply.response = co_await AnswerTotalsQuery(database, request);
+    co_return reply;
+  }
+
+  bool Live() const {
+    return exit.load() < 0 && std::chrono::steady_clock::now() - consumer.Status().last_turn <= config.liveness_timeout;
+  }
+
+  boost::asio::awaitable<http::Reply> HandleAdmin(http::Request request) {
+    const std::string path(request.target());
+    http::Reply reply;
+    if ((path == "/metrics" || path == "/healthz" || path == "/readyz") && request.method() != bhttp::verb::get) {
+      reply.response = http::ProblemJson(Status::method_not_allowed, "Method Not Allowed", "Allowed: GET");
+      reply.response.set(bhttp::field::allow, "GET");
+      co_return reply;
+    }
+    if (path == "/metrics") {
+      reply.response.result(Status::ok);
+      reply.response.set(bhttp::field::content_type, metrics::kTextContentType);
+      reply.response.body() = metrics::RenderText(*registry);
+    } else if (path == "/healthz") {
+      const bool alive = Live();
+      reply.response = http::JsonResponse(alive ? Status::ok : Status::service_unavailable,
+                                          std::string(alive ? R"({"status":"ok"})" : R"({"status":"stalled"})"));
+    } else if (path == "/readyz") {
+      // Ready to answer queries: the projection's schema is there and its database answers.
+      const auto version = co_await database.SchemaVersion();
+      const bool ready = exit.load() < 0 && version && *version >= ProjectionMigrations().back().version;
+      reply.response = http::JsonResponse(ready ? Status::ok : Status::service_unavailable,
+                                          std::string(ready ? R"({"status":"ready"})" : R"({"status":"not ready"})"));
+    } else {
+      reply.response = http::ProblemJson(Status::not_found, "Not Found", "no such path");
+    }
+    co_return reply;
+  }
+
+  ProjectionConfig config;
+  std::shared_ptr<metrics::Registry> registry;
+  inbox::InboxProbe inbox_probe;
+  prometheus::Counter& skipped;
+  CapturedTotals handler;
+  inbox::InboxConsumer consumer;
+  db::Database database;
+  http::Server api;
+  http::Server admin;
+  std::atomic<bool> stop{false};
+  std::atomic<int> exit{-1};
+  std::thread consumer_thread;
+  bool started = false;
+};
+
+ProjectionApp::ProjectionApp(ProjectionConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}
+
+ProjectionApp::~ProjectionApp() {
+  if (parts_->started) Stop(std::chrono::milliseconds{0});
+}
+
+std::pair<std::uint16_t, std::uint16_t> ProjectionApp::Start() {
+  auto& p = *parts_;
+  p.started = true;
+  p.consumer_thread = std::thread([&p] { p.exit = p.consumer.Run(p.stop); });
+  const auto api_port = p.api.Start();
+  const auto admin_port = p.admin.Start();
+  spdlog::info("settlement-projection: topic {}, group {}; API on {}:{}, admin on {}:{}", p.config.inbox.topic,
+               p.config.inbox.group_id, p.config.http.address, api_port, p.config.admin.address, admin_port);
+  return {api_port, admin_port};
+}
+
+std::optional<int> ProjectionApp::Finished() const {
+  const int code = parts_->exit.load();
+  if (code < 0) return std::nullopt;
+  return code;
+}
+
+void ProjectionApp::Stop(std::chrono::milliseconds drain) {
+  auto& p = *parts_;
+  if (!p.started) return;
+  p.started = false;
+  p.stop = true;
+  if (p.consumer_thread.joinable()) p.consumer_thread.join();
+  p.api.Stop(drain);
+  p.admin.Stop(std::chrono::milliseconds{0});
+  p.database.Close();
+}
+
+}  // namespace charge_outbox::settlement

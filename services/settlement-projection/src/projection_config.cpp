@@ -1,0 +1,39 @@
+#include "projection_config.hpp"
+
+#include <iterator>
+
+#include "charge_outbox/config/config.hpp"
+#include "charge_outbox/log/log.hpp"
+
+namespace charge_outbox::settlement {
+
+ProjectionConfig LoadConfig(config::ConfigReader& r) {
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
+  ProjectionConfig c;
+  c.http.address = r.String("http.address", "0.0.0.0");
+  c.http.port = static_cast<std::uint16_t>(r.Integer("http.port", 8090, 0, 65535));
+  c.http.threads = static_cast<std::size_t>(r.Integer("http.threads", 1, 1, 64));
+  c.http.max_connections = static_cast<std::size_t>(r.Integer("http.max_connections", 1'000, 1, 1'000'000));
+  c.admin.address = r.String("admin.address", "0.0.0.0");
+  c.admin.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));
+  if (c.admin.port != 0 && c.admin.port == c.http.port) {
+    throw config::ConfigError("admin.port", "must differ from http.port: probes and metrics never share the API port");
+  }
+  c.inbox = inbox::LoadInboxOptions(r, "settlement-projection");
+  c.database_pool_size = static_cast<std::size_t>(r.Integer("database.pool_size", 4, 1, 256));
+  // A healthy loop's longest step: a database call that times out, then the longest backoff.
+  const auto longest_step = c.inbox.database.call_timeout + c.inbox.max_retry_backoff + c.inbox.poll_timeout;
+  c.liveness_timeout = r.Duration("inbox.liveness_timeout", seconds{60}, seconds{1});
+  if (c.liveness_timeout <= longest_step) {
+    throw config::ConfigError("inbox.liveness_timeout",
+                              "must be longer than database.call_timeout + inbox.max_retry_backoff + inbox.poll_timeout (" +
+                                  std::to_string(longest_step.count()) + "ms), or a working consumer would be restarted");
+  }
+  c.shutdown_deadline = r.Duration("shutdown.deadline", seconds{10}, milliseconds{100});
+  c.log_level = r.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
+  r.RejectUnknownKeys();
+  return c;
+}
+
+}  // namespace charge_outbox::settlement

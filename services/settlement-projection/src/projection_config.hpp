@@ -1,0 +1,31 @@
+// settlement-projection's configuration: the YAML file and environment overrides (config/config.hpp);
+// every key is listed in README.md.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "charge_outbox/http/server.hpp"
+#include "charge_outbox/inbox/inbox.hpp"
+
+namespace charge_outbox::config {
+class ConfigReader;
+}
+
+namespace charge_outbox::settlement {
+
+struct ProjectionConfig {
+  http::ServerOptions http;   // the query API
+  http::ServerOptions admin;  // /healthz, /readyz, /metrics
+  inbox::InboxOptions inbox;  // the topic, the group, the database, the inbox's policies
+  std::size_t database_pool_size = 4;  // connections serving queries (the consumer has its own)
+  std::chrono::milliseconds liveness_timeout{60'000};
+  std::chrono::milliseconds shutdown_deadline{10'000};
+  std::string log_level = "info";
+};
+
+// Throws config::ConfigError naming the first bad key.
+ProjectionConfig LoadConfig(config::ConfigReader& reader);
+
+}  // namespace charge_outbox::settlement
