@@ -53,6 +53,7 @@ relay=Deployment/rel-charge-outbox-outbox-relay
 rec=CronJob/rel-charge-outbox-reconciler
 win=CronJob/rel-charge-outbox-reconciler-window
 mig=Job/rel-charge-outbox-migrate
+sp=Deployment/rel-charge-outbox-settlement-projection
 pod=spec.template.spec          # a Deployment's or Job's pod spec
 cpod=spec.jobTemplate.spec.template.spec
 
@@ -66,11 +67,15 @@ for kind in HorizontalPodAutoscaler PodDisruptionBudget NetworkPolicy Ingress Po
 done
 hasnt "$D" "$win:" "defaults: the window report"
 hasnt "$D" "ConfigMap/rel-charge-outbox-dashboard:" "defaults: the dashboard"
+# settlement-projection is off by default: no Deployment, Service, ConfigMap, nor its place in the monitoring.
+hasnt "$D" "settlement-projection" "defaults: settlement-projection"
 # values-everything.yaml: every optional object.
 for object in HorizontalPodAutoscaler/rel-charge-outbox-charge-api PodDisruptionBudget/rel-charge-outbox-charge-api \
   PodDisruptionBudget/rel-charge-outbox-outbox-relay NetworkPolicy/rel-charge-outbox-charge-api \
   NetworkPolicy/rel-charge-outbox-outbox-relay NetworkPolicy/rel-charge-outbox-jobs Ingress/rel-charge-outbox-charge-api \
-  PodMonitor/rel-charge-outbox PrometheusRule/rel-charge-outbox ConfigMap/rel-charge-outbox-dashboard "$win"; do
+  PodMonitor/rel-charge-outbox PrometheusRule/rel-charge-outbox ConfigMap/rel-charge-outbox-dashboard "$win" \
+  "$sp" Service/rel-charge-outbox-settlement-projection ConfigMap/rel-charge-outbox-settlement-projection \
+  PodDisruptionBudget/rel-charge-outbox-settlement-projection NetworkPolicy/rel-charge-outbox-settlement-projection; do
   has "$E" "$object:metadata.name=${object#*/}" "values-everything"
 done
 
@@ -91,6 +96,13 @@ for flat_ in "$D" "$E"; do
   done
 done
 has "$E" "$win:$cpod.containers.[].securityContext.readOnlyRootFilesystem=true" "the window report's security"
+for c in containers initContainers; do
+  has "$E" "$sp:$pod.$c.[].securityContext.readOnlyRootFilesystem=true" "settlement-projection's $c security"
+  has "$E" "$sp:$pod.$c.[].securityContext.runAsUser=65532" "settlement-projection's $c security"
+  has "$E" "$sp:$pod.$c.[].securityContext.capabilities.drop.[]=ALL" "settlement-projection's $c security"
+done
+has "$E" "$sp:$pod.securityContext.runAsNonRoot=true" "settlement-projection's pod security"
+has "$E" "$sp:$pod.automountServiceAccountToken=false" "settlement-projection's token"
 has "$D" "$api:$pod.serviceAccountName=rel-charge-outbox" "the release's ServiceAccount"
 # The migration hook runs before the release's ServiceAccount exists.
 hasnt "$D" "$mig:$pod.serviceAccountName=" "the migration hook"
@@ -100,6 +112,37 @@ has "$D" "$api:$pod.containers.[].args=[\"charge-api\", \"--config\", \"/etc/cha
 has "$D" "$relay:$pod.containers.[].args=[\"outbox-relay\", \"--config\", \"/etc/charge-outbox/config.yaml\"]" "relay"
 has "$D" "$rec:$cpod.containers.[].args=[\"reconciler\",\"--config\",\"/etc/charge-outbox/config.yaml\",\"sweep\"]" "reconciler"
 has "$D" "$mig:$pod.containers.[].args=[\"charge-migrate\", \"up\"]" "migrate"
+# settlement-projection: its own database migrated by an init container (charge-migrate's hook migrates
+# only the charges database), then the daemon, both from the same image and ConfigMap.
+has "$E" "$sp:$pod.initContainers.[].args=[\"settlement-projection\", \"--config\", \"/etc/charge-outbox/config.yaml\", \"migrate\"]" "settlement-projection's migrate init container"
+has "$E" "$sp:$pod.containers.[].args=[\"settlement-projection\", \"--config\", \"/etc/charge-outbox/config.yaml\"]" "settlement-projection"
+has "$E" "$sp:$pod.initContainers.[].image=charge-outbox:0.1.0" "settlement-projection's init container image"
+has "$E" "$sp:$pod.containers.[].image=charge-outbox:0.1.0" "settlement-projection's image"
+has "$E" "$sp:spec.replicas=3" "settlementProjection.replicas"
+for c in containers initContainers; do
+  has "$E" "$sp:$pod.$c.[].env.[].valueFrom.secretKeyRef.name=settlement-database" "settlement-projection's $c DATABASE_URL from its own Secret"
+  has "$E" "$sp:$pod.$c.[].env.[].valueFrom.secretKeyRef.key=url" "settlement-projection's $c DATABASE_URL key"
+  has "$E" "$sp:$pod.$c.[].volumeMounts.[].mountPath=/etc/charge-outbox" "settlement-projection's $c config"
+done
+hasnt "$E" "$sp:$pod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outbox-database" "settlement-projection reading the charges database"
+has "$E" "$sp:$pod.containers.[].env.[].valueFrom.secretKeyRef.name=settlement-kafka" "settlement-projection's KAFKA_SASL_PASSWORD"
+has "$E" "$sp:$pod.volumes.[].configMap.name=rel-charge-outbox-settlement-projection" "settlement-projection's ConfigMap"
+has "$E" "$sp:$pod.containers.[].ports.[].containerPort=8090" "settlement-projection's API port"
+has "$E" "$sp:$pod.containers.[].ports.[].containerPort=9090" "settlement-projection's admin port"
+has "$E" "$sp:$pod.containers.[].readinessProbe.httpGet={path: /readyz, port: admin}" "settlement-projection readiness"
+has "$E" "$sp:$pod.containers.[].livenessProbe.httpGet={path: /healthz, port: admin}" "settlement-projection liveness"
+has "$E" "Service/rel-charge-outbox-settlement-projection:spec.ports.[].targetPort=http" "settlement-projection's Service is its API"
+has "$E" "Service/rel-charge-outbox-settlement-projection:spec.type=ClusterIP" "settlement-projection's API stays in the cluster"
+spc=ConfigMap/rel-charge-outbox-settlement-projection:data.config.yaml
+for key in http.port=8090 admin.port=9090 'kafka.bootstrap_servers="kafka-0.kafka:9092,kafka-1.kafka:9092"' \
+  'kafka.topic="charge-events"' 'kafka.group_id="settlement-eu"' 'kafka.sasl_username="settlement"' inbox.gaps.policy=hold \
+  'inbox.gaps.wait="2m"' inbox.batch_size=500 inbox.retention_days=21 inbox.progress_retention_days=365 log.level=debug; do
+  has "$E" "$spc.$key" "settlement-projection setting"
+done
+has "$E" "PodDisruptionBudget/rel-charge-outbox-settlement-projection:spec.maxUnavailable=1" "settlement-projection PDB"
+has "$E" "NetworkPolicy/rel-charge-outbox-settlement-projection:spec.ingress.[].ports.[].port=8090" "settlement-projection's API port policy"
+has "$E" "NetworkPolicy/rel-charge-outbox-settlement-projection:spec.ingress.[].from.[].namespaceSelector.matchLabels.kubernetes.io/metadata.name=finance" "settlement-projection's callers"
+has "$E" 'PodMonitor/rel-charge-outbox:spec.selector.matchExpressions.[]={key: app.kubernetes.io/component, operator: In, values: ["charge-api","outbox-relay","settlement-projection"]}' "the PodMonitor scrapes settlement-projection"
 has "$E" "$win:$cpod.containers.[].args=[\"reconciler\",\"--config\",\"/etc/charge-outbox/config.yaml\",\"window\",\"--last\",\"24h\"]" "window report"
 out=$(render -f "$everything" --set reconciler.window.from=2026-11-30T00:00:00Z --set reconciler.window.to=2026-12-01T00:00:00Z) ||
   fail "rendering a fixed window report: $out"
@@ -137,7 +180,7 @@ has "$D" "$api:$pod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outb
 has "$D" "$rec:$cpod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outbox-acquirer" "ACQUIRER_API_KEY from its Secret"
 has "$E" "$relay:$pod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outbox-kafka" "KAFKA_SASL_PASSWORD from its Secret"
 hasnt "$D" "KAFKA_SASL_PASSWORD" "a SASL password with no Secret configured"
-if grep -E '^ConfigMap/rel-charge-outbox-(charge-api|outbox-relay|reconciler):' <<<"$E" | grep -qiE 'password|api_key|database\.url|secret'; then
+if grep -E '^ConfigMap/rel-charge-outbox-(charge-api|outbox-relay|reconciler|settlement-projection):' <<<"$E" | grep -qiE 'password|api_key|database\.url|secret'; then
   fail "a secret in a daemon's ConfigMap"
 fi
 
@@ -234,7 +277,11 @@ refused "additional properties 'schedule' not allowed" "a knob under the wrong k
 refused "got string, want integer" "a wrong type" "${required[@]}" --set-string reconciler.cronjob.startingDeadlineSeconds=30
 refused "value must be one of" "a concurrency policy that does not exist" "${required[@]}" --set reconciler.cronjob.concurrencyPolicy=Never
 refused "value must be one of" "a not-found policy that does not exist" "${required[@]}" --set reconciler.notFoundPolicy=guess
-for component in chargeApi outboxRelay reconciler; do
+refused "value must be one of" "a gap policy that does not exist" "${required[@]}" --set settlementProjection.inbox.gapsPolicy=skip
+refused "settlementProjection.kafka.bootstrapServers (or outboxRelay.kafka.bootstrapServers) is required" \
+  "settlement-projection with no Kafka" --set global.acquirer.url=https://a.example --set outboxRelay.enabled=false \
+  --set settlementProjection.enabled=true
+for component in chargeApi outboxRelay reconciler settlementProjection; do
   refused "invalid propertyName 'DATABASE_URL'" "a secret in $component.extraEnv" "${required[@]}" --set "$component.extraEnv.DATABASE_URL=postgres://x"
   refused "invalid propertyName 'FAILPOINTS'" "FAILPOINTS in $component.extraEnv" "${required[@]}" --set "$component.extraEnv.FAILPOINTS=x"
 done

@@ -172,6 +172,10 @@ install_release() {
 create_secrets defaults
 create_secrets everything
 kubectl -n everything create secret generic charge-outbox-kafka --from-literal=sasl-password=test-password >/dev/null
+# settlement-projection's own database and Kafka password (values-everything.yaml enables it).
+kubectl -n everything create secret generic settlement-database \
+  --from-literal=url=postgresql://settlement:secret@postgres.example:5432/settlement >/dev/null
+kubectl -n everything create secret generic settlement-kafka --from-literal=sasl-password=test-password >/dev/null
 create_secrets misplaced
 list_objects cluster >"$state/cluster-before"
 list_objects defaults >"$state/defaults-before"

@@ -213,6 +213,41 @@ log:
   level: {{ .Values.global.logLevel }}
 {{- end -}}
 
+{{/* settlement-projection's config file (services/settlement-projection/README.md); its database URL and
+SASL password are never in it. Kafka's servers and topic default to the relay's. */}}
+{{- define "charge-outbox.settlementProjectionConfig" -}}
+{{- $sp := .Values.settlementProjection -}}
+{{- $relay := .Values.outboxRelay -}}
+http:
+  port: 8090
+admin:
+  port: 9090
+database:
+  pool_size: {{ $sp.databasePoolSize }}
+kafka:
+  bootstrap_servers: {{ required "settlementProjection.kafka.bootstrapServers (or outboxRelay.kafka.bootstrapServers) is required (host:port,...)" ($sp.kafka.bootstrapServers | default $relay.kafka.bootstrapServers) | quote }}
+  topic: {{ $sp.kafka.topic | default $relay.kafka.topic | quote }}
+  group_id: {{ $sp.kafka.groupId | quote }}
+  {{- with $sp.kafka.securityProtocol }}
+  security_protocol: {{ . | quote }}
+  {{- end }}
+  {{- with $sp.kafka.saslMechanism }}
+  sasl_mechanism: {{ . | quote }}
+  {{- end }}
+  {{- with $sp.kafka.saslUsername }}
+  sasl_username: {{ . | quote }}
+  {{- end }}
+inbox:
+  gaps:
+    policy: {{ $sp.inbox.gapsPolicy }}
+    wait: {{ $sp.inbox.gapsWait | quote }}
+  batch_size: {{ $sp.inbox.batchSize }}
+  retention_days: {{ $sp.inbox.retentionDays }}
+  progress_retention_days: {{ $sp.inbox.progressRetentionDays }}
+log:
+  level: {{ .Values.global.logLevel }}
+{{- end -}}
+
 {{/* The Pushgateway job the reconciler pushes under, one per release so that two releases never overwrite each other. */}}
 {{- define "charge-outbox.pushgatewayJob" -}}
 {{- .Values.reconciler.pushgateway.job | default (printf "%s-reconciler" (include "charge-outbox.fullname" .)) -}}
