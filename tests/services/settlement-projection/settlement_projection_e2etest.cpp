@@ -1,0 +1,281 @@
+// settlement-projection against the real broker, the real relay and PostgreSQL: re-deliveries from a
+// crashing relay, a consumer killed between its database commit and its offset commit, a rebalance
+// between two instances with one killed, and events arriving out of order across a gap. Every test ends
+// by comparing the projection with its source, exactly: a duplicate applied twice, an event skipped or
+// applied out of order shows up as a wrong count or amount, or a wrong last sequence.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json/serialize.hpp>
+
+#include <csignal>
+#include <thread>
+
+#include "charge_outbox/util/time.hpp"
+#include "http_test_client.hpp"
+#include "projection_fixture.hpp"
+#include "test_env.hpp"
+
+namespace charge_outbox::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kApplied = R"(inbox_events_total{outcome="applied"})";
+constexpr const char* kDuplicate = R"(inbox_events_total{outcome="duplicate"})";
+constexpr const char* kHeld = R"(inbox_events_total{outcome="held"})";
+constexpr const char* kReleased = R"(inbox_events_total{outcome="released"})";
+constexpr const char* kRejected = R"(inbox_events_total{outcome="rejected"})";
+constexpr const char* kLag = "inbox_consumer_lag_messages";
+constexpr const char* kAssigned = "inbox_assigned_partitions";
+
+std::string TestName() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
+
+// Every message read has been applied and its offset committed: nothing more is coming.
+bool Drained(const ServiceProcess& projection) {
+  return MetricValue(projection.admin_port(), kLag) == 0.0;
+}
+
+class SettlementProjectionE2E : public ::testing::Test {
+ protected:
+  void SetUp() override { fixture_ = std::make_unique<ProjectionE2E>(TestName()); }
+  ProjectionE2E& f() { return *fixture_; }
+
+  // Relays with the crash failpoint, each publishing its first batch and dying before marking it.
+  void CrashRelay(int times) {
+    for (int i = 0; i < times; ++i) {
+      auto relay = f().source().StartRelay({{"FAILPOINTS", "relay.after_publish_before_mark=crash"}, {"RELAY_BATCH_SIZE", "100"}});
+      const auto crashed = relay->process().Wait(30s);
+      ASSERT_EQ(crashed.term_signal, SIGKILL) << crashed.out << crashed.err;
+    }
+  }
+
+  std::unique_ptr<ProjectionE2E> fixture_;
+};
+
+TEST_F(SettlementProjectionE2E, EventsTheRelayRedeliversAfterCrashesAreAppliedOnce) {
+  const auto merchants = f().AddMerchants(4);
+  auto projection = f().StartProjection({{"INBOX_BATCH_SIZE", "100"}});
+  for (int wave = 0; wave < 2; ++wave) {
+    f().WriteCharges(merchants, 150);
+    // Each crashed relay sent the oldest 100 unmarked events; the next one sends them again, and the
+    // one that drains sends them a third time, after the projection may have applied later events.
+    ASSERT_NO_FATAL_FAILURE(CrashRelay(2));
+    f().DrainOutbox(30s);
+  }
+  ASSERT_TRUE(f().WaitCaughtUp(30s)) << projection->Output();
+  ASSERT_TRUE(Eventually([&] { return Drained(*projection); }, 10s));
+  EXPECT_GE(Metric(*projection, kDuplicate), 200.0) << "each wave's first 100 events arrived at least three times";
+  EXPECT_EQ(Metric(*projection, kRejected), 0.0);
+  f().ExpectProjectionMatchesSource();
+}
+
+TEST_F(SettlementProjectionE2E, AConsumerKilledBetweenItsCommitAndItsOffsetCommitAppliesNothingTwice) {
+  const auto merchants = f().AddMerchants(3);
+  f().WriteCharges(merchants, 300);
+  f().DrainOutbox(30s);
+
+  // Dies right after its first batch's transaction committed, before Kafka hears of it.
+  ChildProcess crashing({SETTLEMENT_PROJECTION_BIN},
+                        f().ProjectionEnv({{"FAILPOINTS", "inbox.after_commit_before_offset_commit=crash"},
+                                           {"INBOX_BATCH_SIZE", "50"}}));
+  const auto crashed = crashing.Wait(30s);
+  ASSERT_EQ(crashed.term_signal, SIGKILL) << crashed.out << crashed.err;
+  const auto first_batch = std::stoll(f().projection_db().Scalar("SELECT count(*) FROM inbox"));
+  ASSERT_GT(first_batch, 0) << "the first batch was committed before the crash";
+  ASSERT_LE(first_batch, 50);
+  ASSERT_FALSE(f().CaughtUp());
+
+  auto projection = f().StartProjection({{"INBOX_BATCH_SIZE", "50"}});
+  ASSERT_TRUE(f().WaitCaughtUp(30s)) << projection->Output();
+  ASSERT_TRUE(Eventually([&] { return Drained(*projection); }, 10s));
+  // No offset was ever committed: the whole first batch came again, and only it.
+  EXPECT_EQ(Metric(*projection, kDuplicate), static_cast<double>(first_batch));
+  f().ExpectProjectionMatchesSource();
+}
+
+TEST_F(SettlementProjectionE2E, ARebalanceBetweenTwoInstancesAndOneKilledLoseAndRepeatNothing) {
+  const auto merchants = f().AddMerchants(5);
+  const EnvChanges env{{"INBOX_BATCH_SIZE", "50"}, {"KAFKA_SESSION_TIMEOUT", "6s"}};
+  auto a = f().StartProjection(env);
+  ASSERT_TRUE(Eventually([&] { return Metric(*a, kAssigned) == 6.0; }, 20s)) << a->Output();
+
+  auto relay = f().source().StartRelay();
+  std::atomic<bool> writing{true};
+  std::thread writer([&] {
+    for (int wave = 0; wave < 12; ++wave) {
+      f().WriteCharges(merchants, 60);
+      std::this_thread::sleep_for(300ms);
+    }
+    writing = false;
+  });
+  // Mid-stream: B joins and the partitions are split.
+  const bool a_applying = Eventually([&] { return Metric(*a, kApplied) >= 100.0; }, 20s);
+  auto b = f().StartProjection(env);
+  const bool split = Eventually([&] { return Metric(*a, kAssigned) > 0 && Metric(*b, kAssigned) > 0; }, 20s);
+  const bool b_applying = Eventually([&] { return Metric(*b, kApplied) > 0; }, 20s);
+  const bool still_writing = writing.load();
+  // A dies holding partitions, with more events coming; B takes them over after the session timeout.
+  a->process().Signal(SIGKILL);
+  const auto killed = a->process().Wait(10s);
+  writer.join();
+  ASSERT_TRUE(a_applying) << a->Output();
+  ASSERT_TRUE(split) << a->Output() << b->Output();
+  ASSERT_TRUE(b_applying) << b->Output();
+  EXPECT_TRUE(still_writing) << "A was killed after the last wave: not mid-stream";
+  EXPECT_EQ(killed.term_signal, SIGKILL);
+
+  ASSERT_TRUE(Eventually([&] { return Unpublished(f().source_db()) == 0; }, 30s)) << relay->Output();
+  ASSERT_TRUE(Eventually([&] { return Metric(*b, kAssigned) == 6.0; }, 30s)) << b->Output();
+  ASSERT_TRUE(f().WaitCaughtUp(30s)) << b->Output();
+  f().ExpectProjectionMatchesSource();
+}
+
+// Messages produced straight to the topic, in the relay's binary mode, for orders the relay never makes.
+class SettlementProjectionOutOfOrderE2E : public SettlementProjectionE2E {
+ protected:
+  struct Charge {
+    std::string id = ChargeId(NewUuid());
+    std::string merchant = NewUuid();
+    std::int64_t amount = 0;
+    std::string currency = "EUR";
+  };
+
+  // Sends event `sequence` of `c` with status `status` at `time`; returns its ce_id.
+  std::string Produce(const Charge& c, int sequence, const std::string& status, std::chrono::system_clock::time_point time,
+                      std::string event_id = NewUuid()) {
+    const auto at = util::FormatRfc3339(time);
+    const boost::json::object payload{{"id", c.id},           {"merchant_id", c.merchant}, {"order_id", "order-1"},
+                                      {"amount", c.amount},   {"currency", c.currency},    {"status", status},
+                                      {"sequence", sequence}, {"created_at", at},          {"updated_at", at}};
+    const std::string type = status == "pending" ? "initiated" : status;
+    f().source().topic().Produce(c.id, boost::json::serialize(payload),
+                                 {{"ce_specversion", "1.0"},
+                                  {"ce_id", event_id},
+                                  {"ce_source", "/charge-outbox/charge-api"},
+                                  {"ce_type", "payments.charge." + type + ".v1"},
+                                  {"ce_time", at},
+                                  {"ce_subject", c.id},
+                                  {"content-type", "application/json"}});
+    return event_id;
+  }
+
+  int Progress(const Charge& c) {
+    const auto s = f().projection_db().Scalar("SELECT last_sequence FROM inbox_charges WHERE charge_id = '" + c.id + "'");
+    return s.empty() ? 0 : std::stoi(s);
+  }
+  bool Held(const Charge& c, int sequence) {
+    return f().projection_db().Scalar("SELECT count(*) FROM inbox_held WHERE charge_id = '" + c.id +
+                                      "' AND sequence = " + std::to_string(sequence)) == "1";
+  }
+  static std::string Day(std::chrono::system_clock::time_point t) { return util::FormatRfc3339(t).substr(0, 10); }
+
+  std::unique_ptr<ServiceProcess> Start(const EnvChanges& env) {
+    auto p = f().StartProjection(env);
+    EXPECT_TRUE(Eventually([&] { return Metric(*p, kAssigned) == 6.0; }, 20s)) << p->Output();
+    return p;
+  }
+};
+
+TEST_F(SettlementProjectionOutOfOrderE2E, EventsAheadOfTheirPredecessorsAreHeldThenAppliedInOrder) {
+  auto projection = Start({{"INBOX_GAPS_WAIT", "60s"}});
+  const auto now = std::chrono::system_clock::now();
+  const auto yesterday = now - 26h;
+
+  // X: its capture (2) arrives before its initiation (1).
+  Charge x{.amount = 1'000};
+  const auto x2 = Produce(x, 2, "captured", yesterday + 1s);
+  ASSERT_TRUE(Eventually([&] { return Held(x, 2); }, 10s)) << projection->Output();
+  const auto x1 = Produce(x, 1, "pending", yesterday);
+  ASSERT_TRUE(Eventually([&] { return Progress(x) == 2; }, 10s));
+
+  // Y: 3 (flagged for review), 1, 2 (captured): applied 1, 2, 3, it ends out of the totals. Applied
+  // as they came, the capture would come last and count.
+  Charge y{.merchant = x.merchant, .amount = 2'000};
+  Produce(y, 3, "needs_review", now);
+  ASSERT_TRUE(Eventually([&] { return Held(y, 3); }, 10s));
+  Produce(y, 1, "pending", now - 2s);
+  ASSERT_TRUE(Eventually([&] { return Progress(y) == 1; }, 10s));
+  EXPECT_TRUE(Held(y, 3)) << "3 still waits for 2";
+  Produce(y, 2, "captured", now - 1s);
+  ASSERT_TRUE(Eventually([&] { return Progress(y) == 3; }, 10s));
+
+  // Re-deliveries of X (same ce_id), and a message that is not JSON on W's partition, before W's events.
+  Produce(x, 1, "pending", yesterday, x1);
+  Produce(x, 2, "captured", yesterday + 1s, x2);
+  Charge w{.amount = 3'000, .currency = "USD"};
+  f().source().topic().Produce(w.id, "not json {", {{"ce_id", NewUuid()}});
+  Produce(w, 1, "pending", now - 1s);
+  Produce(w, 2, "captured", now);
+  ASSERT_TRUE(Eventually([&] { return Progress(w) == 2; }, 10s)) << "the garbage blocked the partition";
+  ASSERT_TRUE(Eventually([&] { return Drained(*projection) && Metric(*projection, kDuplicate) == 2.0; }, 10s));
+
+  EXPECT_EQ(Metric(*projection, kApplied), 7.0);
+  EXPECT_EQ(Metric(*projection, kHeld), 2.0);
+  EXPECT_EQ(Metric(*projection, kReleased), 2.0);
+  EXPECT_EQ(Metric(*projection, kRejected), 1.0);
+  EXPECT_EQ(Metric(*projection, "inbox_gaps_total"), 0.0);
+  EXPECT_EQ(f().projection_db().Scalar("SELECT count(*) FROM inbox_gaps"), "0");
+  EXPECT_EQ(f().projection_db().Scalar("SELECT count(*) FROM inbox_held"), "0");
+  EXPECT_EQ(f().projection_db().Scalar("SELECT message_key || ' ' || reason FROM inbox_rejected"),
+            w.id + " the value is not JSON");
+
+  EXPECT_EQ(ProjectionTotals(f().projection_db()),
+            (TotalsByKey{{TotalsKey(x.merchant, Day(yesterday + 1s), "EUR"), {1, 1'000}},
+                         {TotalsKey(w.merchant, Day(now), "USD"), {1, 3'000}}}));
+  EXPECT_EQ(InboxProgress(f().projection_db()), (std::map<std::string, int>{{x.id, 2}, {y.id, 3}, {w.id, 2}}));
+
+  // The same, as the API tells it.
+  HttpTestClient api(ApiPort(*projection));
+  const auto r = api.Get("/v1/merchants/" + x.merchant + "/captured-totals?from=" + Day(yesterday) + "&to=" + Day(now));
+  ASSERT_EQ(r.status(), 200u) << r.response.body();
+  const auto days = r.json().at("days").as_array();
+  ASSERT_EQ(days.size(), 1u) << r.response.body();
+  EXPECT_EQ(days[0].at("captured_count").as_int64(), 1);
+  EXPECT_EQ(days[0].at("captured_amount").as_int64(), 1'000);
+}
+
+TEST_F(SettlementProjectionOutOfOrderE2E, UnderTheApplyPolicyAGapIsAppliedPastAfterTheWaitAndRecorded) {
+  auto projection = Start({{"INBOX_GAPS_WAIT", "1s"}, {"INBOX_GAPS_POLICY", "apply"}});
+  const auto now = std::chrono::system_clock::now();
+  // Z: 1 and 3; 2 never comes (a skipped poison event).
+  Charge z{.amount = 777};
+  Produce(z, 1, "pending", now - 2s);
+  const auto z3 = Produce(z, 3, "captured", now);
+  const auto produced = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Eventually([&] { return Progress(z) == 3; }, 10s)) << projection->Output();
+  EXPECT_GE(std::chrono::steady_clock::now() - produced, 900ms) << "applied past the gap before the wait";
+  ASSERT_TRUE(Eventually([&] { return Metric(*projection, "inbox_gaps_total") == 1.0; }, 5s));
+  EXPECT_EQ(f().projection_db().Scalar("SELECT after_sequence || '-' || before_sequence || ' ' || event_id FROM inbox_gaps"
+                                       " WHERE charge_id = '" + z.id + "'"),
+            "1-3 " + z3);
+  EXPECT_EQ(Metric(*projection, kHeld), 1.0);
+  EXPECT_EQ(Metric(*projection, kReleased), 1.0);
+  ASSERT_TRUE(Eventually([&] { return Metric(*projection, "inbox_held_events") == 0.0; }, 5s));
+  EXPECT_EQ(ProjectionTotals(f().projection_db()), (TotalsByKey{{TotalsKey(z.merchant, Day(now), "EUR"), {1, 777}}}));
+  EXPECT_EQ(InboxProgress(f().projection_db()), (std::map<std::string, int>{{z.id, 3}}));
+}
+
+TEST_F(SettlementProjectionOutOfOrderE2E, UnderTheHoldPolicyAGapStaysHeld) {
+  auto projection = Start({{"INBOX_GAPS_WAIT", "200ms"}, {"INBOX_GAPS_POLICY", "hold"}});
+  const auto now = std::chrono::system_clock::now();
+  Charge z{.amount = 777};
+  Charge v{.amount = 500};  // an ordinary charge beside it
+  Produce(z, 1, "pending", now - 2s);
+  Produce(z, 3, "captured", now);
+  Produce(v, 1, "pending", now - 1s);
+  Produce(v, 2, "captured", now);
+  ASSERT_TRUE(Eventually([&] { return Metric(*projection, "inbox_held_events") == 1.0 && Progress(v) == 2; }, 10s))
+      << projection->Output();
+  // Many sweeps and five times the wait later, it still waits for a person.
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(Metric(*projection, "inbox_held_events"), 1.0);
+  EXPECT_TRUE(Held(z, 3));
+  EXPECT_EQ(Metric(*projection, "inbox_gaps_total"), 0.0);
+  EXPECT_EQ(f().projection_db().Scalar("SELECT count(*) FROM inbox_gaps"), "0");
+  EXPECT_EQ(ProjectionTotals(f().projection_db()), (TotalsByKey{{TotalsKey(v.merchant, Day(now), "EUR"), {1, 500}}}));
+  EXPECT_EQ(InboxProgress(f().projection_db()), (std::map<std::string, int>{{z.id, 1}, {v.id, 2}}));
+}
+
+}  // namespace
+}  // namespace charge_outbox::testing
