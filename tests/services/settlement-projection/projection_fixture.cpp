@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <pqxx/pqxx>
 
+#include <cstdlib>
 #include <regex>
 
 #include "charge_stack.hpp"
@@ -63,6 +64,13 @@ constexpr const char* kWriteCharges =
     "         now() - random() * interval '60 hours')), 0)"
     "  FROM (SELECT random() AS r FROM generate_series(1, $2::int)) s";
 
+// The daemon under test: the one built with the suite, or SETTLEMENT_PROJECTION_BIN (another build of it,
+// for example one with a defect put in on purpose to see which test catches it).
+std::string ProjectionBinary() {
+  const char* other = std::getenv("SETTLEMENT_PROJECTION_BIN");
+  return other != nullptr && *other != '\0' ? other : SETTLEMENT_PROJECTION_BIN;
+}
+
 std::string PgArray(const std::vector<std::string>& items) {
   std::string out = "{";
   for (const auto& i : items) out += (out.size() > 1 ? "," : "") + i;
@@ -80,7 +88,7 @@ ProjectionE2E::ProjectionE2E(const std::string& test_name, int partitions)
       projection_(PgTestDatabase::Create("proj_" + test_name.substr(0, 20), PgTestDatabase::Schema::kEmpty)),
       group_(UniqueName("settlement")) {
   source_->db().Execute(kWriteChargeFunction);
-  const auto migrated = RunProcess({SETTLEMENT_PROJECTION_BIN, "migrate"}, ProjectionEnv(), std::chrono::seconds{30});
+  const auto migrated = RunProcess({ProjectionBinary(), "migrate"}, ProjectionEnv(), std::chrono::seconds{30});
   if (migrated.exit_code != 0) {
     throw std::runtime_error("settlement-projection migrate failed:\n" + migrated.out + migrated.err);
   }
@@ -103,7 +111,7 @@ EnvChanges ProjectionE2E::ProjectionEnv(const EnvChanges& extra) const {
 }
 
 std::unique_ptr<ServiceProcess> ProjectionE2E::StartProjection(const EnvChanges& extra) const {
-  return std::make_unique<ServiceProcess>(std::vector<std::string>{SETTLEMENT_PROJECTION_BIN}, ProjectionEnv(extra));
+  return std::make_unique<ServiceProcess>(std::vector<std::string>{ProjectionBinary()}, ProjectionEnv(extra));
 }
 
 std::vector<std::string> ProjectionE2E::AddMerchants(int count) const {
@@ -200,6 +208,10 @@ void ProjectionE2E::ExpectProjectionMatchesSource() const {
     written[row[0].as<std::string>()] = row[1].as<int>();
   }
   EXPECT_EQ(InboxProgress(*projection_), written);
+}
+
+ChildProcess ProjectionE2E::StartProjectionProcess(const EnvChanges& extra) const {
+  return ChildProcess({ProjectionBinary()}, ProjectionEnv(extra));
 }
 
 std::uint16_t ApiPort(const ServiceProcess& projection) {

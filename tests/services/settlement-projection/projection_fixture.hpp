@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct Totals {
   std::int64_t amount = 0;
   auto operator<=>(const Totals&) const = default;
 };
+inline void PrintTo(const Totals& t, std::ostream* os) { *os << t.count << " / " << t.amount; }
 using TotalsByKey = std::map<std::string, Totals>;  // "merchant|YYYY-MM-DD|CUR"
 std::string TotalsKey(const std::string& merchant, const std::string& day, const std::string& currency);
 
@@ -33,6 +35,8 @@ class ProjectionE2E {
 
   // settlement-projection as a user starts it (migrated first), ports 0, short intervals; `extra` wins.
   std::unique_ptr<ServiceProcess> StartProjection(const EnvChanges& extra = {}) const;
+  // The same as a bare process, for one that dies before it reports its ports.
+  ChildProcess StartProjectionProcess(const EnvChanges& extra = {}) const;
   EnvChanges ProjectionEnv(const EnvChanges& extra = {}) const;
 
   // `count` charges of these merchants, written as charge-api writes them (the charge row and its outbox
