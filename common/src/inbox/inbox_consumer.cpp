@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "charge_outbox/config/config.hpp"
@@ -18,6 +19,9 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
+
+// How long a revocation may spend applying what was read before letting go of the partitions.
+constexpr std::chrono::seconds kRevokeBudget{5};
 
 // The last offset applied per partition, to commit as offset + 1.
 using Offsets = std::map<int, std::int64_t>;
@@ -60,10 +64,11 @@ InboxOptions LoadInboxOptions(config::ConfigReader& r, std::string application_n
   const auto session_timeout = r.Duration("kafka.session_timeout", seconds{10}, seconds{1}, std::chrono::minutes{30});
   o.kafka_properties["session.timeout.ms"] = std::to_string(session_timeout.count());
 
+  o.consumers = static_cast<int>(r.Integer("inbox.consumers", 2, 1, 64));
   o.major_suffix = r.Choice("inbox.major_version", "v1", {"v1"}) == "v1" ? ".v1" : "";
   o.gaps.policy = r.Choice("inbox.gaps.policy", "apply", {"apply", "hold"}) == "hold" ? GapPolicy::kHold : GapPolicy::kApply;
   o.gaps.wait = r.Duration("inbox.gaps.wait", seconds{30}, milliseconds{0}, std::chrono::hours{24 * 7});
-  o.max_batch = static_cast<int>(r.Integer("inbox.batch_size", 1000, 1, 100'000));
+  o.max_batch = static_cast<int>(r.Integer("inbox.batch_size", 5000, 1, 100'000));
   o.poll_timeout = r.Duration("inbox.poll_timeout", milliseconds{100}, milliseconds{1}, seconds{10});
   o.retry_backoff = r.Duration("inbox.retry_backoff", milliseconds{200}, milliseconds{1}, std::chrono::minutes{1});
   o.max_retry_backoff = r.Duration("inbox.max_retry_backoff", seconds{5}, o.retry_backoff, std::chrono::minutes{10});
@@ -196,7 +201,9 @@ struct InboxConsumer::Impl {
       // Apply what was read from these partitions and commit it before they go to another instance,
       // so the new owner starts where this one stopped (a failure here only means re-deliveries).
       spdlog::info("inbox: {} partition(s) revoked", partitions->cnt);
-      self.Flush(/*synchronous=*/true);
+      // Bounded: the whole group waits for this member to let go. What cannot be applied in time is
+      // the next owner's to read again.
+      self.Flush(/*synchronous=*/true, Clock::now() + kRevokeBudget);
       // Whatever could not be applied (the loop is stopping) is the next owner's to read: committing it
       // later could move that owner's offsets back.
       self.pending.clear();
@@ -296,7 +303,7 @@ struct InboxConsumer::Impl {
 
   // Applies the pending messages in one transaction, retrying until it commits (or the loop stops), then
   // commits their offsets.
-  void Flush(bool synchronous) {
+  void Flush(bool synchronous, std::optional<Clock::time_point> give_up = std::nullopt) {
     if (!pending.empty()) {
       std::vector<ChargeEvent> events;
       std::vector<RejectedMessage> rejected;
@@ -326,7 +333,7 @@ struct InboxConsumer::Impl {
         auto& last = offsets[m->partition];
         last = std::max(last, m->offset);
       }
-      if (!ApplyWithRetry(events, rejected, other_version)) return;  // stopping: nothing committed
+      if (!ApplyWithRetry(events, rejected, other_version, give_up)) return;  // nothing committed
       // Applied and committed in the database, offsets not yet committed to Kafka: a crash here means
       // the whole batch comes again, and every event of it is recognised as a duplicate.
       failpoints::Hit("inbox.after_commit_before_offset_commit");
@@ -339,8 +346,9 @@ struct InboxConsumer::Impl {
     CommitOffsets(synchronous);
   }
 
+  // False when the loop is stopping or `give_up` passed: then nothing was applied.
   bool ApplyWithRetry(const std::vector<ChargeEvent>& events, const std::vector<RejectedMessage>& rejected,
-                      std::int64_t other_version) {
+                      std::int64_t other_version, std::optional<Clock::time_point> give_up) {
     auto backoff = options.retry_backoff;
     while (true) {
       const auto started = Clock::now();
@@ -357,6 +365,8 @@ struct InboxConsumer::Impl {
       SetDatabaseOk(false);
       spdlog::warn("inbox: batch of {} event(s) not applied ({}: {}); trying again in {} ms", events.size(),
                    db::ToString(result.error().code), result.error().detail, backoff.count());
+      UpdateLag();  // the lag keeps growing while the database is away: the gauge must say so
+      if (give_up && Clock::now() + backoff > *give_up) return false;
       if (!SleepUnlessStopping(backoff)) return false;
       backoff = std::min(backoff * 2, options.max_retry_backoff);
       Turn();

@@ -68,8 +68,13 @@ class PgInbox {
  private:
   template <typename T, typename Job>
   db::DbResult<T> Run(Job job);
+  db::DbResult<BatchOutcome> ApplyOnce(const std::vector<ChargeEvent>& events,
+                                       const std::vector<RejectedMessage>& rejected, EventHandler& handler,
+                                       const GapOptions& gaps, int retention_days, bool careful);
+  // `careful`: the inbox insert skips ids already there (ON CONFLICT) instead of failing on them.
   BatchOutcome ApplyIn(pqxx::work& tx, const std::vector<const ChargeEvent*>& events,
-                       std::vector<std::string> extra_charges, EventHandler& handler, const GapOptions& gaps);
+                       std::vector<std::string> extra_charges, EventHandler& handler, const GapOptions& gaps,
+                       bool careful);
 
   std::string connection_string_;
   std::unique_ptr<pqxx::connection> conn_;

@@ -5,7 +5,7 @@
 -- the day it was captured. Its row is what lets a later event (a `needs_review` after the capture) take
 -- the contribution back out of the right day.
 CREATE TABLE settlement_charges (
-  charge_id    text        PRIMARY KEY,
+  charge_id    text COLLATE "C" PRIMARY KEY,  -- an identifier: compared byte for byte
   merchant_id  text        NOT NULL,
   currency     text        NOT NULL,
   amount       bigint      NOT NULL,  -- minor units
@@ -16,7 +16,7 @@ CREATE TABLE settlement_charges (
 );
 
 CREATE TABLE captured_totals (
-  merchant_id     text   NOT NULL,
+  merchant_id     text COLLATE "C" NOT NULL,
   day             date   NOT NULL,  -- UTC
   currency        text   NOT NULL,
   captured_count  bigint NOT NULL,

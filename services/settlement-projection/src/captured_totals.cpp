@@ -4,6 +4,7 @@
 #include <boost/json/value.hpp>
 
 #include <limits>
+#include <set>
 
 #include "charge_outbox/util/time.hpp"
 
@@ -81,6 +82,7 @@ CapturedTotals::CapturedTotals(std::function<void(const inbox::ChargeEvent&)> on
 
 void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbox::ChargeEvent*>& events) {
   std::map<std::string, std::optional<ChargeState>> states;
+  std::set<std::string> known;  // charges with a row already
   for (const auto* e : events) states.try_emplace(e->charge_id);
   std::vector<std::string> ids;
   ids.reserve(states.size());
@@ -91,6 +93,7 @@ void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbo
            "SELECT charge_id, merchant_id, currency, amount, status, captured_day::text, sequence"
            "  FROM settlement_charges WHERE charge_id = ANY($1::text[])",
            {db::TextArray(ids)})) {
+    known.insert(*row[0]);
     states[*row[0]] = ChargeState{.merchant_id = *row[1],
                                   .currency = *row[2],
                                   .amount = std::stoll(*row[3]),
@@ -112,29 +115,43 @@ void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbo
     updated[e->charge_id] = e->event_time;
   }
 
-  if (!updated.empty()) {
+  // The inbox's locks also mean no other transaction adds or removes these charges' rows: an update
+  // for the ones read above, a plain insert for the others (cheaper than an upsert of every row).
+  struct Rows {
     std::vector<std::string> id, merchant, currency, amount, status, day, sequence, at;
-    for (const auto& [charge, time] : updated) {
-      const auto& s = *states[charge];
-      id.push_back(charge);
-      merchant.push_back(s.merchant_id);
-      currency.push_back(s.currency);
-      amount.push_back(std::to_string(s.amount));
-      status.push_back(s.status);
-      day.push_back(s.captured_day.value_or(""));
-      sequence.push_back(std::to_string(s.sequence));
-      at.push_back(std::to_string(util::ToUnixMicros(time)));
+    db::TextParams Params() const {
+      return {db::TextArray(id),     db::TextArray(merchant), db::TextArray(currency), db::TextArray(amount),
+              db::TextArray(status), db::TextArray(day),      db::TextArray(sequence), db::TextArray(at)};
     }
-    tx.Query(
-        "INSERT INTO settlement_charges (charge_id, merchant_id, currency, amount, status, captured_day, sequence, updated_at)"
-        " SELECT u.id, u.m, u.c, u.a, u.s, NULLIF(u.d, '')::date, u.q, 'epoch'::timestamptz + u.t * interval '1 microsecond'"
-        "   FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::int[], $8::bigint[])"
-        "     AS u(id, m, c, a, s, d, q, t)"
-        " ON CONFLICT (charge_id) DO UPDATE SET merchant_id = excluded.merchant_id, currency = excluded.currency,"
-        "   amount = excluded.amount, status = excluded.status, captured_day = excluded.captured_day,"
-        "   sequence = excluded.sequence, updated_at = excluded.updated_at",
-        {db::TextArray(id), db::TextArray(merchant), db::TextArray(currency), db::TextArray(amount),
-         db::TextArray(status), db::TextArray(day), db::TextArray(sequence), db::TextArray(at)});
+  } changed, added;
+  for (const auto& [charge, time] : updated) {
+    const auto& state = *states[charge];
+    auto& rows = known.contains(charge) ? changed : added;
+    rows.id.push_back(charge);
+    rows.merchant.push_back(state.merchant_id);
+    rows.currency.push_back(state.currency);
+    rows.amount.push_back(std::to_string(state.amount));
+    rows.status.push_back(state.status);
+    rows.day.push_back(state.captured_day.value_or(""));
+    rows.sequence.push_back(std::to_string(state.sequence));
+    rows.at.push_back(std::to_string(util::ToUnixMicros(time)));
+  }
+  constexpr const char* kRows =
+      " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::int[], $8::bigint[])"
+      "   AS u(id, m, c, a, s, d, q, t)";
+  if (!changed.id.empty()) {
+    tx.Query(std::string("UPDATE settlement_charges SET merchant_id = u.m, currency = u.c, amount = u.a, status = u.s,"
+                         " captured_day = NULLIF(u.d, '')::date, sequence = u.q,"
+                         " updated_at = 'epoch'::timestamptz + u.t * interval '1 microsecond'") +
+                 kRows + " WHERE charge_id = u.id",
+             changed.Params());
+  }
+  if (!added.id.empty()) {
+    tx.Query(std::string("INSERT INTO settlement_charges (charge_id, merchant_id, currency, amount, status, captured_day,"
+                         " sequence, updated_at) SELECT u.id, u.m, u.c, u.a, u.s, NULLIF(u.d, '')::date, u.q,"
+                         " 'epoch'::timestamptz + u.t * interval '1 microsecond'") +
+                 kRows,
+             added.Params());
   }
 
   std::vector<std::string> merchant, day, currency, count, amount;

@@ -81,7 +81,7 @@ struct ProjectionApp::Parts {
           spdlog::error("charge {} sequence {} ({}): payload lacks merchant_id, amount, currency or status; not counted",
                         e.charge_id, e.sequence, e.event_type);
         }),
-        consumer(config.inbox, handler, inbox_probe),
+        consumers(MakeConsumers(config.inbox, handler, inbox_probe)),
         database(config.inbox.database_url, {.connections = config.database_pool_size,
                                              .max_queued = 256,
                                              .application_name = "settlement-projection-api",
@@ -95,8 +95,22 @@ struct ProjectionApp::Parts {
     co_return reply;
   }
 
+  static std::vector<std::unique_ptr<inbox::InboxConsumer>> MakeConsumers(const inbox::InboxOptions& options,
+                                                                           inbox::EventHandler& handler,
+                                                                           inbox::InboxProbe& probe) {
+    std::vector<std::unique_ptr<inbox::InboxConsumer>> out;
+    for (int i = 0; i < options.consumers; ++i) out.push_back(std::make_unique<inbox::InboxConsumer>(options, handler, probe));
+    return out;
+  }
+
+  // Every consumer's loop turned within the liveness timeout.
   bool Live() const {
-    return exit.load() < 0 && std::chrono::steady_clock::now() - consumer.Status().last_turn <= config.liveness_timeout;
+    if (exit.load() >= 0) return false;
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& c : consumers) {
+      if (now - c->Status().last_turn > config.liveness_timeout) return false;
+    }
+    return true;
   }
 
   boost::asio::awaitable<http::Reply> HandleAdmin(http::Request request) {
@@ -132,13 +146,13 @@ struct ProjectionApp::Parts {
   inbox::InboxProbe inbox_probe;
   prometheus::Counter& skipped;
   CapturedTotals handler;
-  inbox::InboxConsumer consumer;
+  std::vector<std::unique_ptr<inbox::InboxConsumer>> consumers;
   db::Database database;
   http::Server api;
   http::Server admin;
   std::atomic<bool> stop{false};
   std::atomic<int> exit{-1};
-  std::thread consumer_thread;
+  std::vector<std::thread> consumer_threads;
   bool started = false;
 };
 
@@ -151,7 +165,14 @@ ProjectionApp::~ProjectionApp() {
 std::pair<std::uint16_t, std::uint16_t> ProjectionApp::Start() {
   auto& p = *parts_;
   p.started = true;
-  p.consumer_thread = std::thread([&p] { p.exit = p.consumer.Run(p.stop); });
+  for (auto& c : p.consumers) {
+    p.consumer_threads.emplace_back([&p, consumer = c.get()] {
+      // The first consumer that ends by itself decides the exit status.
+      const int code = consumer->Run(p.stop);
+      int none = -1;
+      if (!p.stop.load()) p.exit.compare_exchange_strong(none, code);
+    });
+  }
   const auto api_port = p.api.Start();
   const auto admin_port = p.admin.Start();
   spdlog::info("settlement-projection: topic {}, group {}; API on {}:{}, admin on {}:{}", p.config.inbox.topic,
@@ -170,7 +191,9 @@ void ProjectionApp::Stop(std::chrono::milliseconds drain) {
   if (!p.started) return;
   p.started = false;
   p.stop = true;
-  if (p.consumer_thread.joinable()) p.consumer_thread.join();
+  for (auto& t : p.consumer_threads) {
+    if (t.joinable()) t.join();
+  }
   p.api.Stop(drain);
   p.admin.Stop(std::chrono::milliseconds{0});
   p.database.Close();

@@ -59,8 +59,11 @@ struct InboxOptions {
   std::map<std::string, std::string> kafka_properties;
 
   std::string major_suffix = ".v1";  // the event types read; others are counted and skipped
+  // How many InboxConsumers a process runs, each with its own Kafka consumer (in the group) and database
+  // connection: a PostgreSQL session uses one core, so one consumer cannot use more than that.
+  int consumers = 2;
   GapOptions gaps;
-  int max_batch = 1000;                            // messages applied in one transaction at most
+  int max_batch = 5000;                            // messages applied in one transaction at most
   std::chrono::milliseconds poll_timeout{100};     // how long one poll waits for the first message
   std::chrono::milliseconds retry_backoff{200};    // after a failed transaction, doubling up to the max
   std::chrono::milliseconds max_retry_backoff{5'000};
@@ -120,6 +123,8 @@ class InboxConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// One member of the consumer group with its own database connection. A process that wants more runs
+// several (InboxOptions::consumers), each on a thread of its own, all sharing one handler and probe.
 class InboxConsumer {
  public:
   InboxConsumer(InboxOptions options, EventHandler& handler, InboxProbe& probe);
