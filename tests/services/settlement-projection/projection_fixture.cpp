@@ -1,6 +1,7 @@
 #include "projection_fixture.hpp"
 
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
 #include <pqxx/pqxx>
 
 #include <cstdlib>
@@ -86,7 +87,8 @@ std::string TotalsKey(const std::string& merchant, const std::string& day, const
 ProjectionE2E::ProjectionE2E(const std::string& test_name, int partitions)
     : source_(std::make_unique<RelayE2E>(test_name, partitions)),
       projection_(PgTestDatabase::Create("proj_" + test_name.substr(0, 20), PgTestDatabase::Schema::kEmpty)),
-      group_(UniqueName("settlement")) {
+      group_(UniqueName("settlement")),
+      partitions_(partitions) {
   source_->db().Execute(kWriteChargeFunction);
   const auto migrated = RunProcess({ProjectionBinary(), "migrate"}, ProjectionEnv(), std::chrono::seconds{30});
   if (migrated.exit_code != 0) {
@@ -138,6 +140,34 @@ std::unique_ptr<ServiceProcess> ProjectionE2E::DrainOutbox(std::chrono::millisec
     ADD_FAILURE() << "the relay did not drain the outbox:\n" << relay->Output();
   }
   return relay;
+}
+
+bool ProjectionE2E::OffsetsCommitted() const {
+  // A consumer of the group that never subscribes does not join it: it only reads its committed offsets.
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", source_->topic().bootstrap_servers().c_str(), err, sizeof err);
+  rd_kafka_conf_set(conf, "group.id", group_.c_str(), err, sizeof err);
+  rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof err);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    throw std::runtime_error(std::string("kafka consumer: ") + err);
+  }
+  const auto& topic = source_->topic().name();
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(partitions_);
+  for (int p = 0; p < partitions_; ++p) rd_kafka_topic_partition_list_add(list, topic.c_str(), p);
+  bool done = rd_kafka_committed(rk, list, 5'000) == RD_KAFKA_RESP_ERR_NO_ERROR;
+  for (int i = 0; done && i < list->cnt; ++i) {
+    std::int64_t low = 0;
+    std::int64_t high = 0;
+    done = rd_kafka_query_watermark_offsets(rk, topic.c_str(), list->elems[i].partition, &low, &high, 5'000) ==
+               RD_KAFKA_RESP_ERR_NO_ERROR &&
+           (high == low || list->elems[i].offset == high);
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  rd_kafka_destroy(rk);
+  return done;
 }
 
 bool ProjectionE2E::CaughtUp() const {

@@ -49,6 +49,10 @@ class ProjectionE2E {
   // Starts a relay (with `extra`) and waits until it has published every event; returns it, running.
   std::unique_ptr<ServiceProcess> DrainOutbox(std::chrono::milliseconds timeout, const EnvChanges& extra = {}) const;
 
+  // The group has committed every partition's offset up to its end: nothing read is left to apply and
+  // nothing more is coming. Asked of the broker, not of a gauge.
+  bool OffsetsCommitted() const;
+
   // Every charge of the source has reached its last sequence in the projection's inbox.
   bool CaughtUp() const;
   bool WaitCaughtUp(std::chrono::milliseconds timeout) const;
@@ -66,6 +70,7 @@ class ProjectionE2E {
   std::unique_ptr<RelayE2E> source_;
   std::unique_ptr<PgTestDatabase> projection_;
   std::string group_;
+  int partitions_;
 };
 
 // captured_totals, its non-zero rows.
