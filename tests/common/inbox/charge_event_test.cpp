@@ -124,6 +124,8 @@ TEST(InboxChargeEventTest, RejectsBadAttributesNamingThem) {
   ExpectRejected(Binary{}.Drop("ce_time").Parse(), "time", "no ce_time");
   ExpectRejected(Binary{}.Set("ce_time", "yesterday").Parse(), "time", "ce_time not a date");
   ExpectRejected(Binary{}.Set("ce_time", "2026-13-01T10:00:00Z").Parse(), "time", "ce_time month 13");
+  ExpectRejected(Binary{}.Set("ce_time", "2026-03-01 10:00:00").Parse(), "time", "ce_time without T and offset");
+  ExpectRejected(Binary{}.Set("ce_time", "1969-12-31T23:59:59Z").Parse(), "time", "ce_time before 1970");
   ExpectRejected(Binary{}.Set("ce_specversion", "1").Parse(), "specversion", "specversion 1");
   ExpectRejected(Binary{}.Set("ce_specversion", "0.3").Parse(), "specversion", "specversion 0.3");
   ExpectRejected(Binary{}.Drop("ce_specversion").Parse(), "specversion", "no specversion");
