@@ -137,6 +137,20 @@ TEST_F(SettlementProjectionE2E, ARebalanceBetweenTwoInstancesAndOneKilledLoseAnd
   f().ExpectProjectionMatchesSource();
 }
 
+// inbox_assigned_partitions is the instance's: what an operator sums over the group to see that every
+// partition has an owner.
+TEST_F(SettlementProjectionE2E, TheAssignedPartitionsGaugeCountsTheWholeInstance) {
+  const EnvChanges env{{"KAFKA_SESSION_TIMEOUT", "6s"}};
+  auto a = f().StartProjection(env);
+  EXPECT_TRUE(Eventually([&] { return Metric(*a, kAssigned) == 6.0; }, 15s))
+      << "a lone instance owns all 6 partitions; its gauge says " << Metric(*a, kAssigned) << "\n" << a->Output();
+  auto b = f().StartProjection(env);
+  EXPECT_TRUE(Eventually(
+      [&] { return Metric(*a, kAssigned) > 0 && Metric(*b, kAssigned) > 0 && Metric(*a, kAssigned) + Metric(*b, kAssigned) == 6.0; },
+      20s))
+      << "two instances share the 6 partitions; their gauges say " << Metric(*a, kAssigned) << " and " << Metric(*b, kAssigned);
+}
+
 // Messages produced straight to the topic, in the relay's binary mode, for orders the relay never makes.
 class SettlementProjectionOutOfOrderE2E : public SettlementProjectionE2E {
  protected:
