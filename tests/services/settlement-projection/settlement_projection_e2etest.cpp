@@ -137,6 +137,27 @@ TEST_F(SettlementProjectionE2E, ARebalanceBetweenTwoInstancesAndOneKilledLoseAnd
   f().ExpectProjectionMatchesSource();
 }
 
+// The topic switched from binary to structured mode under a running consumer (docs/events.md): both read.
+TEST_F(SettlementProjectionE2E, ATopicSwitchedToStructuredModeUnderTheConsumerIsReadAlike) {
+  const auto merchants = f().AddMerchants(3);
+  auto projection = f().StartProjection();
+  f().WriteCharges(merchants, 100);
+  f().DrainOutbox(30s);
+  f().WriteCharges(merchants, 100);
+  f().DrainOutbox(30s, {{"CLOUDEVENTS_MODE", "structured"}});
+  const auto structured = ConsumeTopicUntil(
+      f().source().topic().bootstrap_servers(), f().source().topic().name(),
+      [](const ConsumedMessage& m) { return m.headers.contains("content-type") && m.headers.at("content-type") == "application/cloudevents+json"; },
+      15s);
+  ASSERT_FALSE(structured.empty());
+  ASSERT_EQ(structured.back().headers.at("content-type"), "application/cloudevents+json") << "the relay never switched";
+  ASSERT_TRUE(f().WaitCaughtUp(30s)) << projection->Output();
+  ASSERT_TRUE(Eventually([&] { return f().OffsetsCommitted(); }, 10s));
+  EXPECT_EQ(Metric(*projection, kRejected), 0.0);
+  EXPECT_EQ(Metric(*projection, kDuplicate), 0.0);
+  f().ExpectProjectionMatchesSource();
+}
+
 // inbox_assigned_partitions is the instance's: what an operator sums over the group to see that every
 // partition has an owner.
 TEST_F(SettlementProjectionE2E, TheAssignedPartitionsGaugeCountsTheWholeInstance) {
@@ -256,6 +277,10 @@ TEST_F(SettlementProjectionOutOfOrderE2E, EventsAheadOfTheirPredecessorsAreHeldT
   ASSERT_EQ(days.size(), 1u) << r.response.body();
   EXPECT_EQ(days[0].at("captured_count").as_int64(), 1);
   EXPECT_EQ(days[0].at("captured_amount").as_int64(), 1'000);
+  const auto bad = api.Get("/v1/merchants/" + x.merchant + "/captured-totals?from=2026-02-30");
+  EXPECT_EQ(bad.status(), 400u);
+  EXPECT_EQ(bad.header("content-type"), "application/problem+json");
+  EXPECT_EQ(bad.json().at("field").as_string(), "from") << bad.response.body();
 }
 
 TEST_F(SettlementProjectionOutOfOrderE2E, UnderTheApplyPolicyAGapIsAppliedPastAfterTheWaitAndRecorded) {
