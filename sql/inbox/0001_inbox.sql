@@ -24,10 +24,10 @@ CREATE TABLE inbox (
 -- Rows land here only if no daily partition covers their day (retention makes them ahead).
 CREATE TABLE inbox_default PARTITION OF inbox DEFAULT;
 
--- Where each charge stands: the last sequence applied. Written once per charge per batch; its lock is
--- the transaction-scoped advisory lock on the charge id the inbox takes first (docs/inbox.md), so that
--- two consumer instances (a rebalance, a zombie) serialise per charge instead of applying one event
--- twice. No index on updated_at: updates stay HOT, and retention's rare scan pays instead.
+-- Where each charge stands: the last sequence applied, written once per charge per batch and only if it
+-- still says what the batch read (an optimistic check: a batch that finds it moved by another consumer
+-- instance, during a rebalance, is rolled back and tried again). No index on updated_at: updates stay
+-- HOT, and retention's rare scan pays instead. docs/inbox.md, "Why it is exactly once in effect".
 CREATE TABLE inbox_charges (
   charge_id     text COLLATE "C" PRIMARY KEY,
   last_sequence integer     NOT NULL,
@@ -43,6 +43,7 @@ CREATE TABLE inbox_held (
   sequence   integer     NOT NULL,
   event_type text        NOT NULL,
   payload    text        NOT NULL,
+  kafka_partition integer NOT NULL,  -- where it was read from: the partition whose lock applies it later
   held_at    timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX inbox_held_charge ON inbox_held (charge_id, sequence);

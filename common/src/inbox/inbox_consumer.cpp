@@ -146,9 +146,9 @@ void InboxProbe::Gaps(std::int64_t count) { gaps_.Increment(static_cast<double>(
 void InboxProbe::BatchApplied(std::chrono::duration<double> took) { batch_seconds_.Observe(took.count()); }
 void InboxProbe::BatchFailed() { batch_failures_.Increment(); }
 void InboxProbe::CommitFailed() { commit_failures_.Increment(); }
-void InboxProbe::Lag(std::int64_t messages) { lag_.Set(static_cast<double>(messages)); }
+void InboxProbe::LagChanged(std::int64_t delta) { lag_.Increment(static_cast<double>(delta)); }
 void InboxProbe::Held(std::int64_t events) { held_now_.Set(static_cast<double>(events)); }
-void InboxProbe::Assigned(std::int64_t partitions) { assigned_.Set(static_cast<double>(partitions)); }
+void InboxProbe::AssignedChanged(std::int64_t delta) { assigned_.Increment(static_cast<double>(delta)); }
 
 struct InboxConsumer::Impl {
   Impl(InboxOptions o, EventHandler& h, InboxProbe& p)
@@ -196,6 +196,7 @@ struct InboxConsumer::Impl {
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
       spdlog::info("inbox: assigned {} partition(s) of {}", partitions->cnt, self.options.topic);
       rd_kafka_assign(rk, partitions);
+      self.probe.AssignedChanged(partitions->cnt - self.assigned);
       self.assigned = partitions->cnt;
     } else {
       // Apply what was read from these partitions and commit it before they go to another instance,
@@ -209,9 +210,11 @@ struct InboxConsumer::Impl {
       self.pending.clear();
       self.applied.clear();
       rd_kafka_assign(rk, nullptr);
+      self.probe.AssignedChanged(-self.assigned);
       self.assigned = 0;
+      self.probe.LagChanged(-self.lag);  // no partitions, no lag of this consumer's
+      self.lag = 0;
     }
-    self.probe.Assigned(self.assigned);
     std::lock_guard lock(self.status_mutex);
     self.status.assigned_partitions = self.assigned;
   }
@@ -315,6 +318,7 @@ struct InboxConsumer::Impl {
         switch (parsed.kind) {
           case ParsedMessage::Kind::kEvent:
             events.push_back(std::move(*parsed.event));
+            events.back().partition = m->partition;
             break;
           case ParsedMessage::Kind::kOtherVersion:
             ++other_version;
@@ -394,16 +398,17 @@ struct InboxConsumer::Impl {
     rd_kafka_topic_partition_list_t* assignment = nullptr;
     if (rd_kafka_assignment(rk, &assignment) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     rd_kafka_position(rk, assignment);
-    std::int64_t lag = 0;
+    std::int64_t total = 0;
     for (int i = 0; i < assignment->cnt; ++i) {
       const auto& p = assignment->elems[i];
       std::int64_t low = 0, high = 0;
       if (rd_kafka_get_watermark_offsets(rk, p.topic, p.partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
       const auto position = p.offset >= 0 ? p.offset : low;
-      if (high > position) lag += high - position;
+      if (high > position) total += high - position;
     }
     rd_kafka_topic_partition_list_destroy(assignment);
-    probe.Lag(lag);
+    probe.LagChanged(total - lag);
+    lag = total;
   }
 
   void Sweep() {
@@ -452,7 +457,8 @@ struct InboxConsumer::Impl {
   const std::atomic<bool>* stop_ = nullptr;
   std::vector<Message> pending;  // read, not yet applied
   Offsets applied;               // applied, offsets (next to read) not yet committed
-  int assigned = 0;
+  int assigned = 0;        // partitions assigned to this consumer, as counted in the probe
+  std::int64_t lag = 0;    // this consumer's share of the probe's lag
   bool fatal = false;
   mutable std::mutex status_mutex;
   InboxStatus status;

@@ -15,9 +15,17 @@ namespace {
 
 using db::TextArray;
 
-// The first key of the charges' advisory locks ("ibx"), so they share no key with another user of
+// The first key of the partitions' advisory locks ("ibx"), so they share no key with another user of
 // advisory locks in the consumer's database that picks its own.
-constexpr int kChargeLockSpace = 0x696278;
+constexpr int kPartitionLockSpace = 0x696278;
+
+// Thrown inside a batch's transaction when another consumer moved one of its charges since the batch read
+// it: the batch is rolled back and tried again (kUnavailable: nothing was written).
+[[noreturn]] void MovedUnderUs(std::size_t expected, std::size_t moved) {
+  throw db::DbException({db::DbErrc::kUnavailable,
+                         "another consumer applied events of " + std::to_string(expected - moved) +
+                             " of this batch's charges meanwhile (a rebalance); trying the batch again"});
+}
 
 // The handler's view of the inbox's transaction.
 class HandlerTransaction final : public db::TextTransaction {
@@ -65,15 +73,18 @@ db::DbResult<T> PgInbox::Run(Job job) {
 }
 
 BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEvent*>& events,
-                              std::vector<std::string> extra_charges, EventHandler& handler, const GapOptions& gaps,
-                              bool careful) {
+                              std::vector<std::string> extra_charges, const std::vector<int>& extra_partitions,
+                              EventHandler& handler, const GapOptions& gaps, bool careful) {
   BatchOutcome outcome;
   const auto now = std::chrono::system_clock::now();
 
-  // Each charge's events, in arrival order; charges sorted, so that every instance locks them in one
-  // order and two of them never deadlock.
+  // Each charge's events, in arrival order.
   std::map<std::string, std::vector<Candidate>> charges;
-  for (const auto* e : events) charges[e->charge_id].push_back({.event = e, .held_since = std::nullopt});
+  std::set<int> partitions(extra_partitions.begin(), extra_partitions.end());
+  for (const auto* e : events) {
+    charges[e->charge_id].push_back({.event = e, .held_since = std::nullopt});
+    partitions.insert(e->partition);
+  }
   for (auto& id : extra_charges) charges.try_emplace(std::move(id));
   if (charges.empty()) return outcome;
   std::vector<std::string> ids;
@@ -81,23 +92,27 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   for (const auto& [id, _] : charges) ids.push_back(id);
   const auto id_array = TextArray(ids);
 
-  // Lock the charges first, in charge-id order so that two instances never wait on each other in a
-  // cycle; then nothing about them can change until this transaction ends.
-  tx.exec_params(
-      "SELECT count(pg_advisory_xact_lock($2::int, hashtext(id))) FROM (SELECT id FROM unnest($1::text[]) AS id ORDER BY id COLLATE \"C\") AS ids",
-      id_array, kChargeLockSpace);
+  // Lock the batch's partitions, in order (so that two instances never wait on each other in a cycle):
+  // every event of a charge comes on one partition, so two consumers that read one partition during a
+  // rebalance take turns instead of racing. A handful of locks per batch, whatever its size: a lock per
+  // charge would fill the server's lock table (max_locks_per_transaction). Correctness does not rest on
+  // it: the progress update below checks what it read.
+  std::vector<std::string> partition_list;
+  for (const int p : partitions) partition_list.push_back(std::to_string(p));
+  tx.exec_params("SELECT count(pg_advisory_xact_lock($2::int, p)) FROM unnest($1::int[]) AS p",
+                 TextArray(partition_list), kPartitionLockSpace);
   std::map<std::string, int> last;
   for (const auto& row : tx.exec_params(
            "SELECT charge_id, last_sequence FROM inbox_charges WHERE charge_id = ANY($1::text[])", id_array)) {
     last[row[0].as<std::string>()] = row[1].as<int>();
   }
 
-  // Held events of these charges, read under the charges' locks: they go before this batch's.
+  // Held events of these charges: they go before this batch's.
   std::deque<ChargeEvent> held_events;
   std::map<std::string, std::vector<Candidate>> held_by_charge;
   for (const auto& row : tx.exec_params(
            "SELECT event_id::text, event_type, (extract(epoch FROM event_time) * 1000000)::bigint, charge_id,"
-           "       sequence, payload, (extract(epoch FROM clock_timestamp() - held_at) * 1000)::bigint"
+           "       sequence, payload, (extract(epoch FROM clock_timestamp() - held_at) * 1000)::bigint, kafka_partition"
            "  FROM inbox_held WHERE charge_id = ANY($1::text[]) ORDER BY charge_id, sequence",
            id_array)) {
     held_events.push_back({.event_id = row[0].as<std::string>(),
@@ -105,7 +120,8 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
                            .event_time = util::FromUnixMicros(row[2].as<std::int64_t>()),
                            .charge_id = row[3].as<std::string>(),
                            .sequence = row[4].as<int>(),
-                           .payload = row[5].as<std::string>()});
+                           .payload = row[5].as<std::string>(),
+                           .partition = row[7].as<int>()});
     const auto age = std::chrono::milliseconds{row[6].as<std::int64_t>()};
     held_by_charge[held_events.back().charge_id].push_back(
         {.event = &held_events.back(), .held_since = now - std::max(age, std::chrono::milliseconds{0})});
@@ -115,7 +131,7 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   std::vector<const ChargeEvent*> hold;
   std::vector<std::string> unheld;  // event ids leaving inbox_held
   // Where the charges stand afterwards: rows to update (the charge was seen before) and to insert.
-  std::vector<std::string> moved_ids, moved_sequences, new_ids, new_sequences;
+  std::vector<std::string> moved_ids, moved_sequences, moved_from, new_ids, new_sequences;
   for (auto& [id, arrived] : charges) {
     auto candidates = std::move(held_by_charge[id]);
     candidates.insert(candidates.end(), arrived.begin(), arrived.end());
@@ -130,9 +146,14 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
     }
     hold.insert(hold.end(), plan.hold.begin(), plan.hold.end());
     if (plan.last_sequence != before) {
-      const bool known = last.contains(id);
-      (known ? moved_ids : new_ids).push_back(id);
-      (known ? moved_sequences : new_sequences).push_back(std::to_string(plan.last_sequence));
+      if (found != last.end()) {
+        moved_ids.push_back(id);
+        moved_sequences.push_back(std::to_string(plan.last_sequence));
+        moved_from.push_back(std::to_string(before));
+      } else {
+        new_ids.push_back(id);
+        new_sequences.push_back(std::to_string(plan.last_sequence));
+      }
     }
   }
 
@@ -181,31 +202,37 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
 
   if (!hold.empty()) {
     const auto r = tx.exec_params(
-        "INSERT INTO inbox_held (event_id, event_time, charge_id, sequence, event_type, payload)"
-        " SELECT u.id::uuid, 'epoch'::timestamptz + u.t * interval '1 microsecond', u.c, u.s, u.ty, u.p"
-        "   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::text[]) AS u(id, t, c, s, ty, p)"
+        "INSERT INTO inbox_held (event_id, event_time, charge_id, sequence, event_type, payload, kafka_partition)"
+        " SELECT u.id::uuid, 'epoch'::timestamptz + u.t * interval '1 microsecond', u.c, u.s, u.ty, u.p, u.k"
+        "   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[])"
+        "     AS u(id, t, c, s, ty, p, k)"
         " ON CONFLICT DO NOTHING",
         TextArray(Column(hold, [](const ChargeEvent* e) { return e->event_id; })),
         TextArray(Column(hold, [](const ChargeEvent* e) { return std::to_string(Micros(e->event_time)); })),
         TextArray(Column(hold, [](const ChargeEvent* e) { return e->charge_id; })),
         TextArray(Column(hold, [](const ChargeEvent* e) { return std::to_string(e->sequence); })),
         TextArray(Column(hold, [](const ChargeEvent* e) { return e->event_type; })),
-        TextArray(Column(hold, [](const ChargeEvent* e) { return e->payload; })));
+        TextArray(Column(hold, [](const ChargeEvent* e) { return e->payload; })),
+        TextArray(Column(hold, [](const ChargeEvent* e) { return std::to_string(e->partition); })));
     outcome.held = static_cast<std::int64_t>(r.affected_rows());
     outcome.duplicates += static_cast<std::int64_t>(hold.size()) - outcome.held;
   }
   if (!unheld.empty()) {
     tx.exec_params("DELETE FROM inbox_held WHERE event_id = ANY($1::uuid[])", TextArray(unheld));
   }
-  // Under the charges' locks, which rows exist cannot change: an update (HOT: no indexed column moves)
-  // for the ones read above, a plain insert for the others.
+  // Progress moves only from where this batch read it: an update (HOT: no indexed column changes) of the
+  // rows read above, still at the sequence read, and a plain insert for new charges. If another consumer
+  // moved or created one meanwhile, the update misses it or the insert collides (after waiting for that
+  // consumer's commit, in both cases), and the whole batch, the handler's effects with it, is rolled back.
   if (!moved_ids.empty()) {
-    tx.exec_params(
+    const auto r = tx.exec_params(
         "UPDATE inbox_charges c SET last_sequence = u.s, updated_at = now()"
-        "  FROM unnest($1::text[], $2::int[]) AS u(id, s) WHERE c.charge_id = u.id",
-        TextArray(moved_ids), TextArray(moved_sequences));
+        "  FROM unnest($1::text[], $2::int[], $3::int[]) AS u(id, s, b) WHERE c.charge_id = u.id AND c.last_sequence = u.b",
+        TextArray(moved_ids), TextArray(moved_sequences), TextArray(moved_from));
+    if (r.affected_rows() != moved_ids.size()) MovedUnderUs(moved_ids.size(), r.affected_rows());
   }
   if (!new_ids.empty()) {
+    // A collision here is a unique violation: Apply sends the batch again, which then reads the row.
     tx.exec_params("INSERT INTO inbox_charges (charge_id, last_sequence) SELECT * FROM unnest($1::text[], $2::int[])",
                    TextArray(new_ids), TextArray(new_sequences));
   }
@@ -234,8 +261,9 @@ db::DbResult<BatchOutcome> PgInbox::Apply(const std::vector<ChargeEvent>& events
   if (result || result.error().code != db::DbErrc::kFailed || result.error().detail.rfind("23505", 0) != 0) {
     return result;
   }
-  spdlog::warn("inbox: an event of the batch is in the inbox already ({}); applying it again event by event",
-               result.error().detail);
+  // A row of the batch exists already: an event in the inbox (progress and inbox disagree), or a charge
+  // another consumer instance created meanwhile. Once more, with the inbox insert skipping known ids.
+  spdlog::warn("inbox: a row of the batch exists already ({}); trying the batch again", result.error().detail);
   return ApplyOnce(events, rejected, handler, gaps, retention_days, /*careful=*/true);
 }
 
@@ -255,7 +283,7 @@ db::DbResult<BatchOutcome> PgInbox::ApplyOnce(const std::vector<ChargeEvent>& ev
       }
     }
     pqxx::work tx(conn);
-    auto outcome = ApplyIn(tx, current, {}, handler, gaps, careful);
+    auto outcome = ApplyIn(tx, current, {}, {}, handler, gaps, careful);
     outcome.expired = expired;
     if (!rejected.empty()) {
       const auto r = tx.exec_params(
@@ -280,13 +308,15 @@ db::DbResult<BatchOutcome> PgInbox::ReleaseDue(EventHandler& handler, const GapO
     if (gaps.policy == GapPolicy::kHold) return BatchOutcome{};
     pqxx::work tx(conn);
     std::vector<std::string> due;
+    std::vector<int> partitions;
     for (const auto& row : tx.exec_params(
-             "SELECT DISTINCT charge_id FROM inbox_held"
+             "SELECT DISTINCT charge_id, kafka_partition FROM inbox_held"
              " WHERE held_at <= clock_timestamp() - $1::bigint * interval '1 millisecond' LIMIT $2",
              static_cast<std::int64_t>(gaps.wait.count()), limit)) {
       due.push_back(row[0].as<std::string>());
+      partitions.push_back(row[1].as<int>());
     }
-    auto outcome = ApplyIn(tx, {}, std::move(due), handler, gaps, /*careful=*/true);
+    auto outcome = ApplyIn(tx, {}, std::move(due), partitions, handler, gaps, /*careful=*/true);
     tx.commit();
     return outcome;
   });

@@ -1,5 +1,5 @@
 // PgInbox: the inbox's tables in the consumer's database (sql/inbox), on one connection owned by the
-// consumer's thread. Each Apply is one transaction: lock the charges' progress rows, plan each charge
+// consumer's thread. Each Apply is one transaction: lock the batch's partitions, plan each charge
 // (ordering.hpp), run the handler, write the inbox rows, the held events, the gaps and the rejected
 // messages, commit. Internal to common/ (it exposes libpqxx).
 #pragma once
@@ -72,9 +72,10 @@ class PgInbox {
                                        const std::vector<RejectedMessage>& rejected, EventHandler& handler,
                                        const GapOptions& gaps, int retention_days, bool careful);
   // `careful`: the inbox insert skips ids already there (ON CONFLICT) instead of failing on them.
+  // `extra_charges`: charges with held events to look at (from `extra_partitions`) besides the events'.
   BatchOutcome ApplyIn(pqxx::work& tx, const std::vector<const ChargeEvent*>& events,
-                       std::vector<std::string> extra_charges, EventHandler& handler, const GapOptions& gaps,
-                       bool careful);
+                       std::vector<std::string> extra_charges, const std::vector<int>& extra_partitions,
+                       EventHandler& handler, const GapOptions& gaps, bool careful);
 
   std::string connection_string_;
   std::unique_ptr<pqxx::connection> conn_;

@@ -88,7 +88,8 @@ void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbo
   ids.reserve(states.size());
   for (const auto& [id, _] : states) ids.push_back(id);
 
-  // The inbox holds these charges' locks, so these rows cannot change under us.
+  // Another consumer instance could change these rows before this transaction ends (a rebalance), but
+  // then the inbox's progress check rolls this batch back: what it writes from them never commits.
   for (const auto& row : tx.Query(
            "SELECT charge_id, merchant_id, currency, amount, status, captured_day::text, sequence"
            "  FROM settlement_charges WHERE charge_id = ANY($1::text[])",
@@ -115,8 +116,8 @@ void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbo
     updated[e->charge_id] = e->event_time;
   }
 
-  // The inbox's locks also mean no other transaction adds or removes these charges' rows: an update
-  // for the ones read above, a plain insert for the others (cheaper than an upsert of every row).
+  // An update for the rows read above, a plain insert for the others (cheaper than an upsert of every
+  // row); a row another instance added meanwhile makes the insert fail, and the batch is tried again.
   struct Rows {
     std::vector<std::string> id, merchant, currency, amount, status, day, sequence, at;
     db::TextParams Params() const {

@@ -20,6 +20,7 @@ struct ChargeEvent {
   std::string charge_id;                            // the key, ce_subject, the payload's id
   int sequence = 0;                                 // the payload's sequence: 1, 2, ... per charge
   std::string payload;                              // the charge as JSON, as published
+  int partition = -1;  // the Kafka partition it was read from (-1: unknown); every event of a charge is on one
 };
 
 // A Kafka message as views; the caller keeps what they refer to alive while parsing.

@@ -77,7 +77,7 @@ struct InboxOptions {
 // Reads the `inbox.*` and `kafka.*` keys and database.url; throws config::ConfigError naming a bad one.
 InboxOptions LoadInboxOptions(config::ConfigReader& reader, std::string application_name);
 
-// The inbox_* metrics. Lives as long as the registry's exposer.
+// The inbox_* metrics, shared by the process's consumers. Lives as long as the registry's exposer.
 class InboxProbe {
  public:
   explicit InboxProbe(metrics::Registry& registry);
@@ -88,9 +88,10 @@ class InboxProbe {
   void BatchApplied(std::chrono::duration<double> took);
   void BatchFailed();
   void CommitFailed();
-  void Lag(std::int64_t messages);
+  // Lag and assignment are the process's, the sum over its consumers: each reports its own changes.
+  void LagChanged(std::int64_t delta);
   void Held(std::int64_t events);
-  void Assigned(std::int64_t partitions);
+  void AssignedChanged(std::int64_t delta);
 
  private:
   prometheus::Family<prometheus::Counter>& events_;
