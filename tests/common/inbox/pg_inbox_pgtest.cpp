@@ -162,6 +162,16 @@ TEST_F(PgInboxTest, AnUpperCaseIdIsRecognisedOnRedelivery) {
   EXPECT_EQ(again.applied, 0);
   EXPECT_EQ(again.duplicates, 1);
   EXPECT_EQ(Count("applied"), 1);
+
+  // A new upper-case id beside one that is in the inbox already: the first is applied, the second not.
+  auto other = Event(2, 1);
+  other.event_id = "ABCDEF00-0000-4000-8000-0000000000BB";
+  db_->Execute("DELETE FROM inbox_charges");
+  const auto mixed = Apply(*inbox, {upper, other});
+  EXPECT_EQ(mixed.applied, 1);
+  EXPECT_EQ(mixed.duplicates, 1);
+  EXPECT_THAT(AppliedSequences(2), ElementsAre(1));
+  EXPECT_EQ(Count("applied"), 2);
 }
 
 TEST_F(PgInboxTest, AnOutOfOrderBatchAppliesInSequenceOrder) {
@@ -299,8 +309,13 @@ TEST_F(PgInboxTest, RejectedMessagesAreKeptOnce) {
 
 TEST_F(PgInboxTest, RetentionMakesPartitionsAheadAndDropsOldDays) {
   auto inbox = Open();
+  // Days 30, 15 and 14 back. With 14 days' retention day 15 holds only expired events (it ends 14 days
+  // before today began); day 14 may still hold live ones.
   db_->Execute("SELECT inbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 30, (now() AT TIME ZONE 'UTC')::date - 30)");
+  db_->Execute("SELECT inbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 15, (now() AT TIME ZONE 'UTC')::date - 14)");
   const auto old_part = db_->Scalar("SELECT 'inbox_' || to_char((now() AT TIME ZONE 'UTC')::date - 30, 'YYYYMMDD')");
+  const auto day15_part = db_->Scalar("SELECT 'inbox_' || to_char((now() AT TIME ZONE 'UTC')::date - 15, 'YYYYMMDD')");
+  const auto day14_part = db_->Scalar("SELECT 'inbox_' || to_char((now() AT TIME ZONE 'UTC')::date - 14, 'YYYYMMDD')");
   const auto kept_part = db_->Scalar("SELECT 'inbox_' || to_char((now() AT TIME ZONE 'UTC')::date - 1, 'YYYYMMDD')");
   const auto far_part = db_->Scalar("SELECT 'inbox_' || to_char((now() AT TIME ZONE 'UTC')::date + 10, 'YYYYMMDD')");
   ASSERT_EQ(db_->Scalar("SELECT to_regclass('" + old_part + "') IS NOT NULL"), "t");
@@ -314,7 +329,8 @@ TEST_F(PgInboxTest, RetentionMakesPartitionsAheadAndDropsOldDays) {
 
   const auto report = inbox->RunRetention({.retention_days = 14, .progress_retention_days = 180, .partitions_ahead = 10}).value();
   EXPECT_EQ(report.partitions_created, 3);  // the migration made 7 days ahead
-  EXPECT_THAT(report.dropped, ElementsAre(old_part));
+  EXPECT_THAT(report.dropped, ElementsAre(old_part, day15_part));
+  EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + day14_part + "') IS NOT NULL"), "t");
   EXPECT_EQ(report.progress_forgotten, 1);
   EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + old_part + "') IS NULL"), "t");
   EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + kept_part + "') IS NOT NULL"), "t");
