@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <regex>
+#include <thread>
 
 #include "charge_stack.hpp"
 #include "test_env.hpp"

@@ -8,6 +8,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
