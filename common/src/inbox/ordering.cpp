@@ -1,7 +1,6 @@
 #include "charge_outbox/inbox/ordering.hpp"
 
 #include <algorithm>
-#include <set>
 #include <string>
 
 namespace charge_outbox::inbox {
@@ -13,18 +12,18 @@ ChargePlan PlanCharge(int last_sequence, const std::vector<Candidate>& candidate
 
   // One candidate per sequence: the first seen (a held one before any that arrived now). A later one with
   // the same id or sequence is a re-delivery; so is anything at or below where the charge stands.
+  // A charge has a handful of events: a linear look beats building sets.
   std::vector<Candidate> fresh;
-  std::set<std::string> ids;
-  std::set<int> sequences;
+  fresh.reserve(candidates.size());
   for (const auto& c : candidates) {
     const auto& e = *c.event;
-    const bool seen = ids.contains(e.event_id) || sequences.contains(e.sequence);
+    const bool seen = std::any_of(fresh.begin(), fresh.end(), [&](const Candidate& f) {
+      return f.event->sequence == e.sequence || f.event->event_id == e.event_id;
+    });
     if (seen || e.sequence <= last_sequence) {
       (c.held_since ? plan.drop_held : plan.duplicates).push_back(c.event);
       continue;
     }
-    ids.insert(e.event_id);
-    sequences.insert(e.sequence);
     fresh.push_back(c);
   }
   std::sort(fresh.begin(), fresh.end(),

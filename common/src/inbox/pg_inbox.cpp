@@ -3,8 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <deque>
-#include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "charge_outbox/util/time.hpp"
 #include "db/db_errors.hpp"
@@ -18,6 +19,8 @@ using db::TextArray;
 // The first key of the partitions' advisory locks ("ibx"), so they share no key with another user of
 // advisory locks in the consumer's database that picks its own.
 constexpr int kPartitionLockSpace = 0x696278;
+// The retention pass's session lock ("iby").
+constexpr int kRetentionLockSpace = 0x696279;
 
 // Thrown inside a batch's transaction when another consumer moved one of its charges since the batch read
 // it: the batch is rolled back and tried again (kUnavailable: nothing was written).
@@ -79,7 +82,7 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   const auto now = std::chrono::system_clock::now();
 
   // Each charge's events, in arrival order.
-  std::map<std::string, std::vector<Candidate>> charges;
+  std::unordered_map<std::string, std::vector<Candidate>> charges;
   std::set<int> partitions(extra_partitions.begin(), extra_partitions.end());
   for (const auto* e : events) {
     charges[e->charge_id].push_back({.event = e, .held_since = std::nullopt});
@@ -101,7 +104,7 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   for (const int p : partitions) partition_list.push_back(std::to_string(p));
   tx.exec_params("SELECT count(pg_advisory_xact_lock($2::int, p)) FROM unnest($1::int[]) AS p",
                  TextArray(partition_list), kPartitionLockSpace);
-  std::map<std::string, int> last;
+  std::unordered_map<std::string, int> last;
   for (const auto& row : tx.exec_params(
            "SELECT charge_id, last_sequence FROM inbox_charges WHERE charge_id = ANY($1::text[])", id_array)) {
     last[row[0].as<std::string>()] = row[1].as<int>();
@@ -109,7 +112,7 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
 
   // Held events of these charges: they go before this batch's.
   std::deque<ChargeEvent> held_events;
-  std::map<std::string, std::vector<Candidate>> held_by_charge;
+  std::unordered_map<std::string, std::vector<Candidate>> held_by_charge;
   for (const auto& row : tx.exec_params(
            "SELECT event_id::text, event_type, (extract(epoch FROM event_time) * 1000000)::bigint, charge_id,"
            "       sequence, payload, (extract(epoch FROM clock_timestamp() - held_at) * 1000)::bigint, kafka_partition"
@@ -162,7 +165,7 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   // all the same (progress and inbox disagree), the insert fails, the caller rolls back and sends the
   // batch again `careful`: the primary key is then the final word, and such an event is a duplicate
   // the handler never sees.
-  std::set<std::string> inserted;
+  std::unordered_set<std::string> inserted;
   if (!steps.empty()) {
     const std::string insert =
         "INSERT INTO inbox (event_id, event_time, charge_id, sequence, event_type, gap_before)"
@@ -332,6 +335,26 @@ db::DbResult<std::int64_t> PgInbox::HeldCount() {
 db::DbResult<RetentionReport> PgInbox::RunRetention(const InboxRetention& policy) {
   return Run<RetentionReport>([&](pqxx::connection& conn) {
     RetentionReport report;
+    // One pass at a time across every consumer of this database: two creating the same partition at once
+    // would make one of them fail. The others skip this round.
+    {
+      pqxx::nontransaction tx(conn);
+      if (!tx.exec_params1("SELECT pg_try_advisory_lock($1::int, 0)", kRetentionLockSpace)[0].as<bool>()) {
+        report.skipped = true;
+        return report;
+      }
+    }
+    struct Unlock {
+      pqxx::connection& conn;
+      ~Unlock() {
+        try {
+          pqxx::nontransaction tx(conn);
+          tx.exec_params("SELECT pg_advisory_unlock($1::int, 0)", kRetentionLockSpace);
+        } catch (...) {
+          // A broken session released the lock with itself.
+        }
+      }
+    } unlock{conn};
     {
       pqxx::nontransaction tx(conn);
       report.partitions_created =

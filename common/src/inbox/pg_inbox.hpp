@@ -45,6 +45,7 @@ struct InboxRetention {
 };
 
 struct RetentionReport {
+  bool skipped = false;  // another consumer was running it
   int partitions_created = 0;
   std::vector<std::string> dropped;
   std::int64_t progress_forgotten = 0;

@@ -1,6 +1,5 @@
 #include "relay_app.hpp"
 
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/beast/http/field.hpp>
@@ -12,6 +11,7 @@
 #include "charge_outbox/kafka/event_publisher.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
+#include "charge_outbox/util/batch_memory.hpp"
 #include "relay_loop.hpp"
 #include "relay_probe.hpp"
 
@@ -203,17 +203,6 @@ struct RelayApp::Parts {
   int joined = 0;
 };
 
-namespace {
-
-// Every batch allocates and frees megabytes: the claimed rows, libpq's result, librdkafka's copies. With
-// glibc's defaults that memory went back to the kernel after each batch and was faulted in again by the
-// next: malloc, free and page faults took two fifths of the relay's CPU in the drain benchmark. Keep it.
-void KeepBatchMemory() {
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
-
-}  // namespace
 
 RelayApp::RelayApp(RelayConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}
 
@@ -226,7 +215,7 @@ std::uint16_t RelayApp::Start() {
   spdlog::info("outbox-relay {}: topic {}, {} worker(s), librdkafka {}", p.config.instance_id, p.config.kafka_topic,
                p.config.workers, kafka::LibraryVersion());
   p.started = true;
-  KeepBatchMemory();  // process-wide: before the loops start allocating
+  util::KeepBatchMemory();  // process-wide: before the loops start allocating
   for (auto& w : p.workers) {
     w->thread = std::thread([&p, worker = w.get()] {
       p.Join(*worker->session);

@@ -4,7 +4,8 @@
 #include <boost/json/value.hpp>
 
 #include <limits>
-#include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "charge_outbox/util/time.hpp"
 
@@ -81,8 +82,8 @@ CapturedTotals::CapturedTotals(std::function<void(const inbox::ChargeEvent&)> on
     : on_skipped_(std::move(on_skipped)) {}
 
 void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbox::ChargeEvent*>& events) {
-  std::map<std::string, std::optional<ChargeState>> states;
-  std::set<std::string> known;  // charges with a row already
+  std::unordered_map<std::string, std::optional<ChargeState>> states;
+  std::unordered_set<std::string> known;  // charges with a row already
   for (const auto* e : events) states.try_emplace(e->charge_id);
   std::vector<std::string> ids;
   ids.reserve(states.size());
@@ -104,7 +105,7 @@ void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbo
   }
 
   std::map<TotalsKey, TotalsDelta> deltas;
-  std::map<std::string, std::chrono::system_clock::time_point> updated;
+  std::unordered_map<std::string, std::chrono::system_clock::time_point> updated;
   for (const auto* e : events) {
     auto& state = states[e->charge_id];
     auto after = Fold(state, *e, deltas);

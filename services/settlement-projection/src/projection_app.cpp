@@ -9,6 +9,7 @@
 #include "charge_outbox/config/config.hpp"
 #include "charge_outbox/db/text_query.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
+#include "charge_outbox/util/batch_memory.hpp"
 #include "captured_totals.hpp"
 #include "totals_query.hpp"
 
@@ -165,6 +166,7 @@ ProjectionApp::~ProjectionApp() {
 std::pair<std::uint16_t, std::uint16_t> ProjectionApp::Start() {
   auto& p = *parts_;
   p.started = true;
+  util::KeepBatchMemory();  // process-wide: before the consumers start allocating
   for (auto& c : p.consumers) {
     p.consumer_threads.emplace_back([&p, consumer = c.get()] {
       // The first consumer that ends by itself decides the exit status.
