@@ -9,6 +9,7 @@
 
 #include "charge_outbox/util/time.hpp"
 #include "db/db_errors.hpp"
+#include "db/session_lock.hpp"
 #include "db/text_rows.hpp"
 
 namespace charge_outbox::inbox {
@@ -337,24 +338,11 @@ db::DbResult<RetentionReport> PgInbox::RunRetention(const InboxRetention& policy
     RetentionReport report;
     // One pass at a time across every consumer of this database: two creating the same partition at once
     // would make one of them fail. The others skip this round.
-    {
-      pqxx::nontransaction tx(conn);
-      if (!tx.exec_params1("SELECT pg_try_advisory_lock($1::int, 0)", kRetentionLockSpace)[0].as<bool>()) {
-        report.skipped = true;
-        return report;
-      }
+    const auto lock = db::SessionLock::TryAcquire(conn, kRetentionLockSpace, 0);
+    if (!lock) {
+      report.skipped = true;
+      return report;
     }
-    struct Unlock {
-      pqxx::connection& conn;
-      ~Unlock() {
-        try {
-          pqxx::nontransaction tx(conn);
-          tx.exec_params("SELECT pg_advisory_unlock($1::int, 0)", kRetentionLockSpace);
-        } catch (...) {
-          // A broken session released the lock with itself.
-        }
-      }
-    } unlock{conn};
     {
       pqxx::nontransaction tx(conn);
       report.partitions_created =

@@ -15,6 +15,7 @@
 #include "charge_outbox/util/time.hpp"
 #include "db/call_deadline.hpp"
 #include "db/db_errors.hpp"
+#include "db/session_lock.hpp"
 
 namespace charge_outbox::outbox {
 namespace {
@@ -412,24 +413,11 @@ class PgOutboxAdmin final : public OutboxAdmin {
   DbResult<RetentionReport> RunRetention(const RetentionPolicy& policy) override {
     return Run<RetentionReport>([&](pqxx::connection& conn) {
       RetentionReport report;
-      {
-        pqxx::nontransaction tx(conn);
-        if (!tx.exec_params1("SELECT pg_try_advisory_lock($1::int, 0)", kRetentionLockSpace)[0].as<bool>()) {
-          report.skipped = true;
-          return report;
-        }
+      const auto lock = db::SessionLock::TryAcquire(conn, kRetentionLockSpace, 0);
+      if (!lock) {
+        report.skipped = true;
+        return report;
       }
-      struct Unlock {
-        pqxx::connection& conn;
-        ~Unlock() {
-          try {
-            pqxx::nontransaction tx(conn);
-            tx.exec_params("SELECT pg_advisory_unlock($1::int, 0)", kRetentionLockSpace);
-          } catch (...) {
-            // A broken session released the lock with itself.
-          }
-        }
-      } unlock{conn};
 
       {
         pqxx::nontransaction tx(conn);
