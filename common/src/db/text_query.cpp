@@ -6,19 +6,28 @@
 
 namespace charge_outbox::db {
 
-std::string TextArray(const std::vector<std::string>& values) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ',';
-    out += '"';
-    for (const char c : values[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
+void TextArrayBuilder::Add(std::string_view value) {
+  if (out_.size() > 1) out_ += ',';
+  out_ += '"';
+  for (const char c : value) {
+    if (c == '"' || c == '\\') out_ += '\\';
+    out_ += c;
   }
-  out += '}';
-  return out;
+  out_ += '"';
+}
+
+void TextArrayBuilder::Add(long long value) {
+  if (out_.size() > 1) out_ += ',';
+  out_ += std::to_string(value);
+}
+
+std::string TextArrayBuilder::Finish() && {
+  out_ += '}';
+  return std::move(out_);
+}
+
+std::string TextArray(const std::vector<std::string>& values) {
+  return TextArrayOf(values, [](const std::string& v) { return std::string_view(v); });
 }
 
 TextRows ExecText(pqxx::transaction_base& tx, std::string_view sql, const TextParams& params) {

@@ -1,5 +1,6 @@
 #include "charge_outbox/inbox/charge_event.hpp"
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -105,8 +106,12 @@ ParsedMessage Build(const MessageView& m, const Attributes& a, const json::value
 }  // namespace
 
 ParsedMessage ParseChargeEvent(const MessageView& m, std::string_view major_suffix) {
+  // The parsed value lives only in this call: its nodes come from a buffer on the stack, not one
+  // allocation each (allocation was a third of a consumer's CPU).
+  unsigned char buffer[4096];
+  json::monotonic_resource resource(buffer, sizeof buffer);
   boost::system::error_code ec;
-  const auto value = json::parse(m.value, ec);
+  const auto value = json::parse(m.value, ec, &resource);
   if (ec) return Reject("the value is not JSON");
 
   const auto content_type = Header(m, "content-type");

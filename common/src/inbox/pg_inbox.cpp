@@ -43,14 +43,6 @@ class HandlerTransaction final : public db::TextTransaction {
   pqxx::work& tx_;
 };
 
-template <typename T, typename F>
-std::vector<std::string> Column(const std::vector<T>& items, F field) {
-  std::vector<std::string> out;
-  out.reserve(items.size());
-  for (const auto& item : items) out.push_back(field(item));
-  return out;
-}
-
 std::int64_t Micros(std::chrono::system_clock::time_point t) { return util::ToUnixMicros(t); }
 
 }  // namespace
@@ -174,12 +166,12 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
         "   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::int[]) AS u(id, t, c, s, ty, g)";
     const auto r = tx.exec_params(
         careful ? insert + " ON CONFLICT DO NOTHING RETURNING event_id::text" : insert,
-        TextArray(Column(steps, [](const Step& s) { return s.event->event_id; })),
-        TextArray(Column(steps, [](const Step& s) { return std::to_string(Micros(s.event->event_time)); })),
-        TextArray(Column(steps, [](const Step& s) { return s.event->charge_id; })),
-        TextArray(Column(steps, [](const Step& s) { return std::to_string(s.event->sequence); })),
-        TextArray(Column(steps, [](const Step& s) { return s.event->event_type; })),
-        TextArray(Column(steps, [](const Step& s) { return std::to_string(s.gap_before); })));
+        db::TextArrayOf(steps, [](const Step& s) { return std::string_view(s.event->event_id); }),
+        db::TextArrayOf(steps, [](const Step& s) { return static_cast<long long>(Micros(s.event->event_time)); }),
+        db::TextArrayOf(steps, [](const Step& s) { return std::string_view(s.event->charge_id); }),
+        db::TextArrayOf(steps, [](const Step& s) { return static_cast<long long>(s.event->sequence); }),
+        db::TextArrayOf(steps, [](const Step& s) { return std::string_view(s.event->event_type); }),
+        db::TextArrayOf(steps, [](const Step& s) { return static_cast<long long>(s.gap_before); }));
     for (const auto& row : r) inserted.insert(row[0].as<std::string>());
   }
   std::vector<const ChargeEvent*> to_apply;
@@ -211,13 +203,13 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
         "   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[])"
         "     AS u(id, t, c, s, ty, p, k)"
         " ON CONFLICT DO NOTHING",
-        TextArray(Column(hold, [](const ChargeEvent* e) { return e->event_id; })),
-        TextArray(Column(hold, [](const ChargeEvent* e) { return std::to_string(Micros(e->event_time)); })),
-        TextArray(Column(hold, [](const ChargeEvent* e) { return e->charge_id; })),
-        TextArray(Column(hold, [](const ChargeEvent* e) { return std::to_string(e->sequence); })),
-        TextArray(Column(hold, [](const ChargeEvent* e) { return e->event_type; })),
-        TextArray(Column(hold, [](const ChargeEvent* e) { return e->payload; })),
-        TextArray(Column(hold, [](const ChargeEvent* e) { return std::to_string(e->partition); })));
+        db::TextArrayOf(hold, [](const ChargeEvent* e) { return std::string_view(e->event_id); }),
+        db::TextArrayOf(hold, [](const ChargeEvent* e) { return static_cast<long long>(Micros(e->event_time)); }),
+        db::TextArrayOf(hold, [](const ChargeEvent* e) { return std::string_view(e->charge_id); }),
+        db::TextArrayOf(hold, [](const ChargeEvent* e) { return static_cast<long long>(e->sequence); }),
+        db::TextArrayOf(hold, [](const ChargeEvent* e) { return std::string_view(e->event_type); }),
+        db::TextArrayOf(hold, [](const ChargeEvent* e) { return std::string_view(e->payload); }),
+        db::TextArrayOf(hold, [](const ChargeEvent* e) { return static_cast<long long>(e->partition); }));
     outcome.held = static_cast<std::int64_t>(r.affected_rows());
     outcome.duplicates += static_cast<std::int64_t>(hold.size()) - outcome.held;
   }
@@ -245,10 +237,10 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
         "INSERT INTO inbox_gaps (charge_id, after_sequence, before_sequence, event_id)"
         " SELECT u.c, u.s - u.g - 1, u.s, u.id::uuid FROM unnest($1::text[], $2::int[], $3::int[], $4::text[]) AS u(c, s, g, id)"
         " ON CONFLICT DO NOTHING",
-        TextArray(Column(gapped, [](const Step* s) { return s->event->charge_id; })),
-        TextArray(Column(gapped, [](const Step* s) { return std::to_string(s->event->sequence); })),
-        TextArray(Column(gapped, [](const Step* s) { return std::to_string(s->gap_before); })),
-        TextArray(Column(gapped, [](const Step* s) { return s->event->event_id; })));
+        db::TextArrayOf(gapped, [](const Step* s) { return std::string_view(s->event->charge_id); }),
+        db::TextArrayOf(gapped, [](const Step* s) { return static_cast<long long>(s->event->sequence); }),
+        db::TextArrayOf(gapped, [](const Step* s) { return static_cast<long long>(s->gap_before); }),
+        db::TextArrayOf(gapped, [](const Step* s) { return std::string_view(s->event->event_id); }));
     outcome.gaps = static_cast<std::int64_t>(gapped.size());
     for (const auto* s : gapped) {
       spdlog::warn("charge {}: applied sequence {} past a gap of {} event(s) (see inbox_gaps)", s->event->charge_id,
@@ -294,12 +286,12 @@ db::DbResult<BatchOutcome> PgInbox::ApplyOnce(const std::vector<ChargeEvent>& ev
           "INSERT INTO inbox_rejected (topic, kafka_partition, kafka_offset, reason, message_key, value)"
           " SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[])"
           " ON CONFLICT DO NOTHING",
-          TextArray(Column(rejected, [](const RejectedMessage& m) { return m.topic; })),
-          TextArray(Column(rejected, [](const RejectedMessage& m) { return std::to_string(m.partition); })),
-          TextArray(Column(rejected, [](const RejectedMessage& m) { return std::to_string(m.offset); })),
-          TextArray(Column(rejected, [](const RejectedMessage& m) { return m.reason; })),
-          TextArray(Column(rejected, [](const RejectedMessage& m) { return m.key; })),
-          TextArray(Column(rejected, [](const RejectedMessage& m) { return m.value; })));
+          db::TextArrayOf(rejected, [](const RejectedMessage& m) { return std::string_view(m.topic); }),
+          db::TextArrayOf(rejected, [](const RejectedMessage& m) { return static_cast<long long>(m.partition); }),
+          db::TextArrayOf(rejected, [](const RejectedMessage& m) { return static_cast<long long>(m.offset); }),
+          db::TextArrayOf(rejected, [](const RejectedMessage& m) { return std::string_view(m.reason); }),
+          db::TextArrayOf(rejected, [](const RejectedMessage& m) { return std::string_view(m.key); }),
+          db::TextArrayOf(rejected, [](const RejectedMessage& m) { return std::string_view(m.value); }));
       outcome.rejected = static_cast<std::int64_t>(r.affected_rows());
     }
     tx.commit();

@@ -1,5 +1,6 @@
 #include "captured_totals.hpp"
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 
@@ -33,8 +34,10 @@ std::string Day(const inbox::ChargeEvent& event) { return util::FormatRfc3339(ev
 
 std::optional<ChargeState> Fold(const std::optional<ChargeState>& before, const inbox::ChargeEvent& event,
                                 std::map<TotalsKey, TotalsDelta>& deltas) {
+  unsigned char buffer[4096];  // the parsed payload's nodes, for this call only
+  json::monotonic_resource resource(buffer, sizeof buffer);
   boost::system::error_code ec;
-  const auto payload = json::parse(event.payload, ec);
+  const auto payload = json::parse(event.payload, ec, &resource);
   if (ec || !payload.is_object()) return std::nullopt;
   const auto& o = payload.as_object();
   const auto merchant = Text(o, "merchant_id", 128);
