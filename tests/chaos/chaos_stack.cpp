@@ -150,8 +150,8 @@ testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
   testing::EnvChanges env{{"LOG_LEVEL", "warn"}, {"INSTANCE_ID", instance}, {"FAILPOINTS", slot.failpoints}};
   switch (slot.daemon) {
     case Daemon::kAcquirer:
-      env.insert({{"SERVER_ADDRESS", "127.0.0.1"},
-                  {"SERVER_PORT", std::to_string(acquirer_port_)},
+      env.insert({{"HTTP_ADDRESS", "127.0.0.1"},
+                  {"HTTP_PORT", std::to_string(acquirer_port_)},
                   {"DATA_DIR", (state_ / "acquirer").string()},
                   {"AUTH_API_KEYS", acquirer_key_},
                   {"SHUTDOWN_DEADLINE", "1s"}});

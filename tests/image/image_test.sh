@@ -155,8 +155,8 @@ DATABASE_URL=$database_url
 EOF
 cat >"$work/acquirer-sim.env" <<EOF
 AUTH_API_KEYS=$acquirer_key
-SERVER_ADDRESS=127.0.0.1
-SERVER_PORT=$acquirer_port
+HTTP_ADDRESS=127.0.0.1
+HTTP_PORT=$acquirer_port
 DATA_DIR=/tmp/acquirer-sim
 EOF
 cat "$work/database.env" - >"$work/acquirer-client.env" <<EOF

@@ -269,19 +269,23 @@ std::string MerchantIdFor(std::string_view api_key) { return "m_" + util::Sha256
 SimConfig LoadConfig(config::ConfigReader& reader) {
   using std::chrono::milliseconds;
   SimConfig c;
-  c.server.address = reader.String("server.address", "127.0.0.1");
-  boost::system::error_code address_error;
-  asio::ip::make_address(c.server.address, address_error);
-  if (address_error) {
-    throw config::ConfigError("server.address", "expected an IP address such as 127.0.0.1 or 0.0.0.0, got \"" +
-                                                    c.server.address + "\"");
+  // server.* was this daemon's own spelling; every daemon now says http.*.
+  for (const char* name : {"address", "port", "threads", "body_limit", "read_timeout", "idle_timeout", "max_connections"}) {
+    reader.Renamed(std::string("server.") + name, std::string("http.") + name);
   }
-  c.server.port = static_cast<std::uint16_t>(reader.Integer("server.port", 8090, 0, 65535));
-  c.server.threads = static_cast<std::size_t>(reader.Integer("server.threads", 1, 1, 64));
-  c.server.body_limit = static_cast<std::size_t>(reader.Integer("server.body_limit", 16 * 1024, 256, 1 << 20));
-  c.server.read_timeout = reader.Duration("server.read_timeout", std::chrono::seconds{10}, milliseconds{1});
-  c.server.idle_timeout = reader.Duration("server.idle_timeout", std::chrono::seconds{60}, milliseconds{1});
-  c.server.max_connections = static_cast<std::size_t>(reader.Integer("server.max_connections", 10'000, 1, 1'000'000));
+  c.http.address = reader.String("http.address", "127.0.0.1");
+  boost::system::error_code address_error;
+  asio::ip::make_address(c.http.address, address_error);
+  if (address_error) {
+    throw config::ConfigError("http.address", "expected an IP address such as 127.0.0.1 or 0.0.0.0, got \"" +
+                                                  c.http.address + "\"");
+  }
+  c.http.port = static_cast<std::uint16_t>(reader.Integer("http.port", 8090, 0, 65535));
+  c.http.threads = static_cast<std::size_t>(reader.Integer("http.threads", 1, 1, 64));
+  c.http.body_limit = static_cast<std::size_t>(reader.Integer("http.body_limit", 16 * 1024, 256, 1 << 20));
+  c.http.read_timeout = reader.Duration("http.read_timeout", std::chrono::seconds{10}, milliseconds{1});
+  c.http.idle_timeout = reader.Duration("http.idle_timeout", std::chrono::seconds{60}, milliseconds{1});
+  c.http.max_connections = static_cast<std::size_t>(reader.Integer("http.max_connections", 10'000, 1, 1'000'000));
   c.data_dir = reader.String("data.dir");
   for (auto& key : SplitList(reader.Secret("auth.api_keys"))) {
     if (key.empty()) {
@@ -315,7 +319,7 @@ AcquirerSim::AcquirerSim(const SimConfig& config, const Clock& clock)
       log_(config.data_dir),
       store_(log_, clock),
       faults_(config.faults),
-      server_(config.server, [this](http::Request request) { return Handle(std::move(request)); }) {
+      server_(config.http, [this](http::Request request) { return Handle(std::move(request)); }) {
   for (const auto& key : config.api_keys) credentials_.emplace_back(key, store_.InternMerchant(MerchantIdFor(key)));
   replayed_records_ = log_.Replay([this](const LogRecord& record) { store_.Apply(record); });
 }
@@ -712,13 +716,13 @@ int Run(const SimConfig& config, const app::ShutdownSignals& signals) {
   try {
     port = sim->Start();
   } catch (const std::system_error& e) {
-    spdlog::error("cannot listen on {}:{}: {}; check server.address and server.port", config.server.address,
-                  config.server.port, e.what());
+    spdlog::error("cannot listen on {}:{}: {}; check http.address and http.port", config.http.address,
+                  config.http.port, e.what());
     return 1;
   }
   // stdout is a file or a pipe in production, so fully buffered: flush at least once a second.
   spdlog::flush_every(std::chrono::seconds{1});
-  spdlog::info("acquirer-sim listening on {}:{}; {} record(s) replayed from {}", config.server.address, port,
+  spdlog::info("acquirer-sim listening on {}:{}; {} record(s) replayed from {}", config.http.address, port,
                sim->replayed_records(), sim->log_path());
   log::Flush();
   return app::RunUntilSignal(signals, config.shutdown_deadline,

@@ -24,7 +24,7 @@
 namespace charge_outbox::acquirer_sim {
 
 struct SimConfig {
-  http::ServerOptions server;
+  http::ServerOptions http;  // http.*, as every daemon spells it
   std::string data_dir;
   std::vector<std::string> api_keys;  // secret: AUTH_API_KEYS, comma-separated
   FaultProfile faults;

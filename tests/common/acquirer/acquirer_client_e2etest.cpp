@@ -64,7 +64,7 @@ class AcquirerClientE2E : public ::testing::Test {
   void StartSim() {
     sim_ = std::make_unique<ServiceProcess>(
         std::vector<std::string>{ACQUIRER_SIM_BIN},
-        charge_outbox::testing::EnvChanges{{"SERVER_PORT", "0"},
+        charge_outbox::testing::EnvChanges{{"HTTP_PORT", "0"},
                                            {"DATA_DIR", (dir_ / "data").string()},
                                            {"AUTH_API_KEYS", std::string(kApiKey) + ",sk_e2e_merchant_b"},
                                            {"SHUTDOWN_DEADLINE", "2s"}});

@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <latch>
 #include <regex>
@@ -52,7 +53,7 @@ HttpHeaders Auth(const char* api_key, const std::string& idempotency_key = {}) {
 class Sim {
  public:
   Sim(const fs::path& data_dir, EnvChanges env = {}) {
-    env.try_emplace("SERVER_PORT", "0");
+    env.try_emplace("HTTP_PORT", "0");
     env.try_emplace("DATA_DIR", data_dir.string());
     env.try_emplace("AUTH_API_KEYS", std::string(kKeyA) + "," + kKeyB);
     env.try_emplace("SHUTDOWN_DEADLINE", "5s");
@@ -598,7 +599,7 @@ TEST_F(AcquirerSimE2E, StartUpFaultProfileComesFromConfig) {
 }
 
 TEST_F(AcquirerSimE2E, ASecondSimulatorOnTheSameDataDirectoryRefusesToStart) {
-  const auto r = RunProcess({ACQUIRER_SIM_BIN}, {{"SERVER_PORT", "0"},
+  const auto r = RunProcess({ACQUIRER_SIM_BIN}, {{"HTTP_PORT", "0"},
                                                  {"DATA_DIR", (dir_ / "data").string()},
                                                  {"AUTH_API_KEYS", kKeyA}});
   EXPECT_EQ(r.exit_code, 1);
@@ -607,7 +608,7 @@ TEST_F(AcquirerSimE2E, ASecondSimulatorOnTheSameDataDirectoryRefusesToStart) {
 
 TEST(AcquirerSimConfigE2E, BadConfigurationExitsTwoNamingTheKey) {
   const auto dir = fs::temp_directory_path() / UniqueName("acquirer_sim_cfg");
-  const EnvChanges base{{"SERVER_PORT", "0"}, {"DATA_DIR", dir.string()}, {"AUTH_API_KEYS", kKeyA}};
+  const EnvChanges base{{"HTTP_PORT", "0"}, {"DATA_DIR", dir.string()}, {"AUTH_API_KEYS", kKeyA}};
   auto with = [&](std::string name, std::optional<std::string> value) {
     auto env = base;
     env[std::move(name)] = std::move(value);
@@ -625,6 +626,28 @@ TEST(AcquirerSimConfigE2E, BadConfigurationExitsTwoNamingTheKey) {
   const auto argv = RunProcess({ACQUIRER_SIM_BIN, "--verbose"}, base);
   EXPECT_EQ(argv.exit_code, 2);
   EXPECT_THAT(argv.err, HasSubstr("usage: acquirer-sim"));
+  fs::remove_all(dir);
+}
+
+// server.* was the simulator's own spelling of http.*: a deployment that still sets it must fail at
+// start, told the new name, rather than run on the default port.
+TEST(AcquirerSimConfigE2E, AnOldServerKeyExitsTwoNamingItsNewName) {
+  const auto dir = fs::temp_directory_path() / UniqueName("acquirer_sim_cfg");
+  const auto from_env = RunProcess({ACQUIRER_SIM_BIN}, {{"SERVER_PORT", "0"},
+                                                        {"DATA_DIR", dir.string()},
+                                                        {"AUTH_API_KEYS", kKeyA}});
+  EXPECT_EQ(from_env.exit_code, 2);
+  EXPECT_THAT(from_env.err, HasSubstr("server.port"));
+  EXPECT_THAT(from_env.err, HasSubstr("http.port"));
+  EXPECT_THAT(from_env.err, HasSubstr("HTTP_PORT"));
+
+  fs::create_directories(dir);
+  const auto config_file = dir / "acquirer-sim.yaml";
+  std::ofstream(config_file) << "server:\n  address: 127.0.0.1\n";
+  const auto from_file = RunProcess({ACQUIRER_SIM_BIN, "--config", config_file.string()},
+                                    {{"HTTP_PORT", "0"}, {"DATA_DIR", dir.string()}, {"AUTH_API_KEYS", kKeyA}});
+  EXPECT_EQ(from_file.exit_code, 2);
+  EXPECT_THAT(from_file.err, HasSubstr("http.address"));
   fs::remove_all(dir);
 }
 

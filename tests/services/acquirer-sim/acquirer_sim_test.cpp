@@ -89,9 +89,9 @@ config::EnvLookup Env(std::map<std::string, std::string> values) {
 TEST(LoadConfig, DefaultsAndRequiredKeys) {
   auto reader = config::ConfigReader::FromString("data:\n  dir: /tmp/x\n", Env({{"AUTH_API_KEYS", "k1, k2"}}));
   const auto c = LoadConfig(reader);
-  EXPECT_EQ(c.server.address, "127.0.0.1");
-  EXPECT_EQ(c.server.port, 8090);
-  EXPECT_EQ(c.server.body_limit, 16u * 1024u);
+  EXPECT_EQ(c.http.address, "127.0.0.1");
+  EXPECT_EQ(c.http.port, 8090);
+  EXPECT_EQ(c.http.body_limit, 16u * 1024u);
   EXPECT_EQ(c.data_dir, "/tmp/x");
   EXPECT_EQ(c.api_keys, (std::vector<std::string>{"k1", "k2"}));
   EXPECT_EQ(c.shutdown_deadline, std::chrono::seconds{10});
@@ -112,10 +112,33 @@ TEST(LoadConfig, ProblemsNameTheKey) {
   EXPECT_EQ(key_of("", {{"AUTH_API_KEYS", "k"}}), "data.dir");
   EXPECT_EQ(key_of("data:\n  dir: /x\nauth:\n  api_keys: k\n", {{"AUTH_API_KEYS", "k"}}), "auth.api_keys");
   EXPECT_EQ(key_of("data:\n  dir: /x\n", {{"AUTH_API_KEYS", "a,,b"}}), "auth.api_keys");
-  EXPECT_EQ(key_of("data:\n  dir: /x\nserver:\n  port: 70000\n", {{"AUTH_API_KEYS", "k"}}), "server.port");
-  EXPECT_EQ(key_of("data:\n  dir: /x\nserver:\n  address: localhost\n", {{"AUTH_API_KEYS", "k"}}), "server.address");
+  EXPECT_EQ(key_of("data:\n  dir: /x\nhttp:\n  port: 70000\n", {{"AUTH_API_KEYS", "k"}}), "http.port");
+  EXPECT_EQ(key_of("data:\n  dir: /x\nhttp:\n  address: localhost\n", {{"AUTH_API_KEYS", "k"}}), "http.address");
   EXPECT_EQ(key_of("data:\n  dir: /x\nfaults:\n  drop_rate: 3\n", {{"AUTH_API_KEYS", "k"}}), "faults.drop_rate");
   EXPECT_EQ(key_of("data:\n  dir: /x\nfaults:\n  dorp_rate: 0.1\n", {{"AUTH_API_KEYS", "k"}}), "faults.dorp_rate");
+}
+
+TEST(LoadConfig, TheOldServerKeysAreRefusedNamingTheirHttpNames) {
+  for (const std::string name : {"address", "port", "threads", "body_limit", "read_timeout", "idle_timeout",
+                                 "max_connections"}) {
+    auto reader = config::ConfigReader::FromString("data:\n  dir: /x\nserver:\n  " + name + ": 1\n",
+                                                   Env({{"AUTH_API_KEYS", "k"}}));
+    try {
+      LoadConfig(reader);
+      ADD_FAILURE() << "server." << name << " accepted";
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(e.key(), "server." + name);
+      EXPECT_THAT(e.what(), HasSubstr("http." + name));
+    }
+  }
+  auto from_env = config::ConfigReader::FromString("data:\n  dir: /x\n", Env({{"AUTH_API_KEYS", "k"}, {"SERVER_PORT", "0"}}));
+  EXPECT_THROW(LoadConfig(from_env), config::ConfigError);
+  auto new_keys = config::ConfigReader::FromString("data:\n  dir: /x\nhttp:\n  port: 9000\n  threads: 2\n",
+                                                   Env({{"AUTH_API_KEYS", "k"}, {"HTTP_ADDRESS", "0.0.0.0"}}));
+  const auto c = LoadConfig(new_keys);
+  EXPECT_EQ(c.http.port, 9000);
+  EXPECT_EQ(c.http.threads, 2u);
+  EXPECT_EQ(c.http.address, "0.0.0.0");
 }
 
 TEST(ParseCommandLine, ConfigFlagOnly) {

@@ -40,7 +40,7 @@ TEST(AcquirerBusyE2E, AChargeBeyondThePoolAndItsQueueIs503BeforeItsIntentAndItsR
   InsertMerchant(*db, kMerchant, kApiKey);
   const auto dir = fs::temp_directory_path() / UniqueName("acquirer_busy_e2e");
   const int sim_port = FreeLoopbackPort();
-  ServiceProcess sim({ACQUIRER_SIM_BIN}, EnvChanges{{"SERVER_PORT", std::to_string(sim_port)},
+  ServiceProcess sim({ACQUIRER_SIM_BIN}, EnvChanges{{"HTTP_PORT", std::to_string(sim_port)},
                                                     {"DATA_DIR", (dir / "sim").string()},
                                                     {"AUTH_API_KEYS", kAcquirerKey}});
   HttpTestClient sim_client(static_cast<std::uint16_t>(sim_port));

@@ -62,7 +62,7 @@ class ChargeApiE2E : public ::testing::Test {
                  "(sha256(convert_to('" + kApiKey2 + "', 'UTF8')), '" + kMerchant2 + "', 'sk_test_e2e')");
     dir_ = fs::temp_directory_path() / UniqueName("charge_api_e2e");
     sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
-                                            EnvChanges{{"SERVER_PORT", "0"},
+                                            EnvChanges{{"HTTP_PORT", "0"},
                                                        {"DATA_DIR", (dir_ / "sim").string()},
                                                        {"AUTH_API_KEYS", kAcquirerKey}});
     sim_client_ = std::make_unique<HttpTestClient>(sim_->port());

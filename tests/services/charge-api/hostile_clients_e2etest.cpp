@@ -47,7 +47,7 @@ class HostileClientsE2E : public ::testing::Test {
     InsertMerchant(*db_, kMerchant2, kApiKey2);
     dir_ = fs::temp_directory_path() / UniqueName("hostile_clients_e2e");
     sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
-                                            EnvChanges{{"SERVER_PORT", "0"},
+                                            EnvChanges{{"HTTP_PORT", "0"},
                                                        {"DATA_DIR", (dir_ / "sim").string()},
                                                        {"AUTH_API_KEYS", kAcquirerKey}});
   }

@@ -44,7 +44,7 @@ TEST(HungDatabaseE2E, ChargesHear503WithinTheDeadlineWhileTheDatabaseIsBlackHole
   InsertMerchant(*db, kMerchant, kApiKey);
   const auto dir = fs::temp_directory_path() / UniqueName("hung_database_e2e");
   const int sim_port = FreeLoopbackPort();
-  ServiceProcess sim({ACQUIRER_SIM_BIN}, EnvChanges{{"SERVER_PORT", std::to_string(sim_port)},
+  ServiceProcess sim({ACQUIRER_SIM_BIN}, EnvChanges{{"HTTP_PORT", std::to_string(sim_port)},
                                                     {"DATA_DIR", (dir / "sim").string()},
                                                     {"AUTH_API_KEYS", kAcquirerKey}});
   FaultProxy proxy(UriEndpoint(db->url()).host, UriEndpoint(db->url()).port);

@@ -65,7 +65,7 @@ class MoneySafetyE2E : public ::testing::Test {
 
   void StartAcquirer() {
     sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
-                                            EnvChanges{{"SERVER_PORT", std::to_string(sim_port_)},
+                                            EnvChanges{{"HTTP_PORT", std::to_string(sim_port_)},
                                                        {"DATA_DIR", (dir_ / "sim").string()},
                                                        {"AUTH_API_KEYS", kAcquirerKey}});
     sim_client_ = std::make_unique<HttpTestClient>(sim_port_);

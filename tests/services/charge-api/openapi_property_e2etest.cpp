@@ -289,7 +289,7 @@ class OpenApiPropertyE2E : public ::testing::Test {
     InsertMerchant(*db_, kMerchant, kApiKey);
     dir_ = fs::temp_directory_path() / UniqueName("openapi_property_e2e");
     sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
-                                            EnvChanges{{"SERVER_PORT", "0"},
+                                            EnvChanges{{"HTTP_PORT", "0"},
                                                        {"DATA_DIR", (dir_ / "sim").string()},
                                                        {"AUTH_API_KEYS", kAcquirerKey}});
     auto env = FastChargeApiEnv(db_->url(), sim_->port(), kAcquirerKey);

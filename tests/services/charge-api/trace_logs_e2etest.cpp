@@ -78,7 +78,7 @@ class TraceLogsE2E : public ::testing::Test {
     dir_ = fs::temp_directory_path() / UniqueName(suite + "_e2e");
     const int sim_port = FreeLoopbackPort();
     sim_.emplace(std::vector<std::string>{ACQUIRER_SIM_BIN},
-                 EnvChanges{{"SERVER_PORT", std::to_string(sim_port)},
+                 EnvChanges{{"HTTP_PORT", std::to_string(sim_port)},
                             {"DATA_DIR", (dir_ / "sim").string()},
                             {"AUTH_API_KEYS", kAcquirerKey}});
     sim_client_.emplace(static_cast<std::uint16_t>(sim_port));

@@ -51,7 +51,7 @@ class ReconcilerE2E : public ::testing::Test {
     InsertMerchant(*db_, kMerchant, kApiKey);
     dir_ = fs::temp_directory_path() / UniqueName("reconciler_e2e");
     sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
-                                            EnvChanges{{"SERVER_PORT", "0"},
+                                            EnvChanges{{"HTTP_PORT", "0"},
                                                        {"DATA_DIR", (dir_ / "sim").string()},
                                                        {"AUTH_API_KEYS", kAcquirerKey}});
     sim_client_ = std::make_unique<HttpTestClient>(sim_->port());
