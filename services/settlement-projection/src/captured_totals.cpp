@@ -86,25 +86,29 @@ CapturedTotals::CapturedTotals(std::function<void(const inbox::ChargeEvent&)> on
 
 void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbox::ChargeEvent*>& events) {
   std::unordered_map<std::string, std::optional<ChargeState>> states;
-  std::unordered_set<std::string> known;  // charges with a row already
-  for (const auto* e : events) states.try_emplace(e->charge_id);
-  std::vector<std::string> ids;
-  ids.reserve(states.size());
-  for (const auto& [id, _] : states) ids.push_back(id);
+  std::vector<std::string> ids;  // charges that may have a row: those this batch does not start at sequence 1
+  for (const auto* e : events) {
+    // The inbox applies each sequence of a charge once and in order: a charge whose first event here is its
+    // sequence 1 has never been seen, and has no row to read.
+    if (states.try_emplace(e->charge_id).second && e->sequence != 1) ids.push_back(e->charge_id);
+  }
 
   // Another consumer instance could change these rows before this transaction ends (a rebalance), but
   // then the inbox's progress check rolls this batch back: what it writes from them never commits.
-  for (const auto& row : tx.Query(
-           "SELECT charge_id, merchant_id, currency, amount, status, captured_day::text, sequence"
-           "  FROM settlement_charges WHERE charge_id = ANY($1::text[])",
-           {db::TextArray(ids)})) {
-    known.insert(*row[0]);
-    states[*row[0]] = ChargeState{.merchant_id = *row[1],
-                                  .currency = *row[2],
-                                  .amount = std::stoll(*row[3]),
-                                  .status = *row[4],
-                                  .captured_day = row[5],
-                                  .sequence = std::stoi(*row[6])};
+  std::unordered_set<std::string> known;  // charges with a row already
+  if (!ids.empty()) {
+    for (const auto& row : tx.Query(
+             "SELECT charge_id, merchant_id, currency, amount, status, captured_day::text, sequence"
+             "  FROM settlement_charges WHERE charge_id = ANY($1::text[])",
+             {db::TextArray(ids)})) {
+      known.insert(*row[0]);
+      states[*row[0]] = ChargeState{.merchant_id = *row[1],
+                                    .currency = *row[2],
+                                    .amount = std::stoll(*row[3]),
+                                    .status = *row[4],
+                                    .captured_day = row[5],
+                                    .sequence = std::stoi(*row[6])};
+    }
   }
 
   std::map<TotalsKey, TotalsDelta> deltas;
@@ -120,8 +124,10 @@ void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbo
     updated[e->charge_id] = e->event_time;
   }
 
-  // An update for the rows read above, a plain insert for the others (cheaper than an upsert of every
-  // row); a row another instance added meanwhile makes the insert fail, and the batch is tried again.
+  // Only a charge that counts has a row: most charges never do (every `initiated` event, every failure),
+  // and they cost no write. A row is updated if it was there, inserted if not (cheaper than an upsert of
+  // every row; a row another instance added meanwhile makes the insert fail, and the batch is tried
+  // again), and deleted when its charge stops counting.
   struct Rows {
     std::vector<std::string> id, merchant, currency, amount, status, day, sequence, at;
     db::TextParams Params() const {
@@ -129,34 +135,42 @@ void CapturedTotals::Apply(db::TextTransaction& tx, const std::vector<const inbo
               db::TextArray(status), db::TextArray(day),      db::TextArray(sequence), db::TextArray(at)};
     }
   } changed, added;
+  std::vector<std::string> gone;
   for (const auto& [charge, time] : updated) {
     const auto& state = *states[charge];
+    if (!state.captured_day) {
+      if (known.contains(charge)) gone.push_back(charge);
+      continue;
+    }
     auto& rows = known.contains(charge) ? changed : added;
     rows.id.push_back(charge);
     rows.merchant.push_back(state.merchant_id);
     rows.currency.push_back(state.currency);
     rows.amount.push_back(std::to_string(state.amount));
     rows.status.push_back(state.status);
-    rows.day.push_back(state.captured_day.value_or(""));
+    rows.day.push_back(*state.captured_day);
     rows.sequence.push_back(std::to_string(state.sequence));
     rows.at.push_back(std::to_string(util::ToUnixMicros(time)));
   }
   constexpr const char* kRows =
-      " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::int[], $8::bigint[])"
+      " FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::date[], $7::int[], $8::bigint[])"
       "   AS u(id, m, c, a, s, d, q, t)";
   if (!changed.id.empty()) {
     tx.Query(std::string("UPDATE settlement_charges SET merchant_id = u.m, currency = u.c, amount = u.a, status = u.s,"
-                         " captured_day = NULLIF(u.d, '')::date, sequence = u.q,"
+                         " captured_day = u.d, sequence = u.q,"
                          " updated_at = 'epoch'::timestamptz + u.t * interval '1 microsecond'") +
                  kRows + " WHERE charge_id = u.id",
              changed.Params());
   }
   if (!added.id.empty()) {
     tx.Query(std::string("INSERT INTO settlement_charges (charge_id, merchant_id, currency, amount, status, captured_day,"
-                         " sequence, updated_at) SELECT u.id, u.m, u.c, u.a, u.s, NULLIF(u.d, '')::date, u.q,"
+                         " sequence, updated_at) SELECT u.id, u.m, u.c, u.a, u.s, u.d, u.q,"
                          " 'epoch'::timestamptz + u.t * interval '1 microsecond'") +
                  kRows,
              added.Params());
+  }
+  if (!gone.empty()) {
+    tx.Query("DELETE FROM settlement_charges WHERE charge_id = ANY($1::text[])", {db::TextArray(gone)});
   }
 
   std::vector<std::string> merchant, day, currency, count, amount;
