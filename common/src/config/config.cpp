@@ -282,6 +282,14 @@ std::string ConfigReader::Secret(std::string_view key) {
   return *value;
 }
 
+void ConfigReader::Renamed(std::string_view old_key, std::string_view new_key) {
+  const bool in_env = state_->env(EnvName(old_key)).has_value();
+  if (!in_env && !state_->InFile(old_key)) return;
+  throw ConfigError(std::string(old_key), "was renamed: set " + std::string(new_key) + " (environment " +
+                                              EnvName(new_key) + ") instead" +
+                                              (in_env ? " (found in the environment as " + EnvName(old_key) + ")" : ""));
+}
+
 void ConfigReader::RejectUnknownKeys() const {
   std::vector<std::string> leaves;
   CollectLeaves(state_->root, "", leaves);

@@ -66,6 +66,20 @@ TEST(ConfigReader, MissingRequiredKeyNamesKeyAndVariable) {
   EXPECT_THAT(e.problem(), HasSubstr("HTTP_PORT"));
 }
 
+TEST(ConfigReader, ARenamedKeyIsRefusedNamingItsNewName) {
+  auto from_file = ConfigReader::FromString("server:\n  port: 8080\n", FakeEnv({}));
+  const auto e = ErrorOf([&] { from_file.Renamed("server.port", "http.port"); });
+  EXPECT_EQ(e.key(), "server.port");
+  EXPECT_THAT(e.problem(), HasSubstr("http.port"));
+  EXPECT_THAT(e.problem(), HasSubstr("HTTP_PORT"));
+
+  auto from_env = ConfigReader::FromString("", FakeEnv({{"SERVER_PORT", "8080"}}));
+  EXPECT_THAT(ErrorOf([&] { from_env.Renamed("server.port", "http.port"); }).problem(), HasSubstr("SERVER_PORT"));
+
+  auto absent = ConfigReader::FromString("http:\n  port: 8080\n", FakeEnv({}));
+  EXPECT_NO_THROW(absent.Renamed("server.port", "http.port"));
+}
+
 TEST(ConfigReader, WronglyTypedValueNamesKeyAndValue) {
   auto r = ConfigReader::FromString("http:\n  port: eighty\n", FakeEnv({}));
   const auto e = ErrorOf([&] { r.Integer("http.port", std::nullopt, 1, 65535); });

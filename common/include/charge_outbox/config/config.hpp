@@ -70,6 +70,11 @@ class ConfigReader {
   std::string Secret(std::string_view key);
   std::optional<std::string> OptionalSecret(std::string_view key);
 
+  // A key that was renamed: set in the file or the environment under `old_key`, it is refused with a
+  // message naming `new_key`, so an upgrade that keeps an old spelling fails at start instead of
+  // silently running on the default. Call it before reading `new_key`.
+  void Renamed(std::string_view old_key, std::string_view new_key);
+
   // Fails on the first key present in the file that nobody asked for: a typo must not be ignored.
   void RejectUnknownKeys() const;
 
