@@ -1,7 +1,10 @@
 // acquirer-sim: a fault-injectable card acquirer (spec section 4) on the common HTTP server.
 //
 // AcquirerSim owns the capture log, the store replayed from it, the fault engine and the server. Its
-// Handle() is the whole HTTP surface: a function from request to reply.
+// Handle() is the whole HTTP surface: a function from request to reply, routing to one handler per
+// endpoint. What the handlers accept is in request_validation.hpp, what they answer in responses.hpp
+// and problems.hpp; the configuration and command line main() reads are in sim_config.hpp and
+// command_line.hpp.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -17,47 +20,16 @@
 #include "capture_log.hpp"
 #include "capture_store.hpp"
 #include "charge_outbox/app/shutdown.hpp"
-#include "charge_outbox/config/config.hpp"
 #include "charge_outbox/http/server.hpp"
+#include "command_line.hpp"
 #include "fault_profile.hpp"
+#include "sim_config.hpp"
 
 namespace charge_outbox::acquirer_sim {
-
-struct SimConfig {
-  http::ServerOptions http;  // http.*, as every daemon spells it
-  std::string data_dir;
-  std::vector<std::string> api_keys;  // secret: AUTH_API_KEYS, comma-separated
-  FaultProfile faults;
-  std::chrono::milliseconds shutdown_deadline{};
-  std::string log_level;
-};
-
-// Throws config::ConfigError naming the key.
-SimConfig LoadConfig(config::ConfigReader& reader);
-
-struct CommandLine {
-  std::string config_path;  // may be empty: defaults and environment only
-};
-
-// Throws config::ConfigError (key "argv") on a bad command line.
-CommandLine ParseCommandLine(const std::vector<std::string>& args);
 
 // The id a credential's captures are filed under, in memory and in the log: a hash, so the log never
 // holds the credential itself.
 std::string MerchantIdFor(std::string_view api_key);
-
-// Why a capture body is refused: the member and the problem.
-struct FieldProblem {
-  std::string field;
-  std::string detail;
-};
-
-// Validates a POST /v1/captures body: amount an integer > 0, currency three upper-case letters,
-// reference and payment_method non-empty strings of at most 255 characters, nothing else.
-boost::system::result<CaptureRequest, FieldProblem> ParseCaptureRequest(std::string_view body);
-
-// 1 to 255 visible ASCII characters, as charge-api requires of its own clients.
-bool IsValidIdempotencyKey(std::string_view key);
 
 // The authenticated requests /admin/stats counts, by kind: a test can prove a call never reached the
 // acquirer (an attempt that could not be recorded is not sent).

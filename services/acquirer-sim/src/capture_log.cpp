@@ -9,46 +9,38 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 
-#include "charge_outbox/log/log.hpp"
+#include "json_text.hpp"
 
 namespace charge_outbox::acquirer_sim {
 namespace {
 
 namespace json = boost::json;
 
-void AppendString(std::string& out, std::string_view name, std::string_view value) {
-  out += '"';
-  out += name;
-  out += "\":\"";
-  log::AppendJsonEscaped(value, out);
-  out += "\",";
+// Every record opens with its type, merchant and key, then its own members, in the order README.md
+// shows; Finish appends it as one line.
+json::object Record(JsonArena& arena, std::string_view type, std::string_view merchant,
+                    std::string_view idempotency_key) {
+  auto record = arena.Object();
+  record.reserve(10);
+  record.emplace("type", type);
+  record.emplace("merchant", merchant);
+  record.emplace("idempotency_key", idempotency_key);
+  return record;
 }
 
-void AppendInteger(std::string& out, std::string_view name, std::int64_t value) {
-  out += '"';
-  out += name;
-  out += "\":";
-  char buf[24];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
-  out.append(buf, end);
-  out += ',';
+void AddRequest(json::object& record, const CaptureRequest& request) {
+  record.emplace("amount", request.amount);
+  record.emplace("currency", request.currency);
+  record.emplace("reference", request.reference);
+  record.emplace("payment_method", request.payment_method);
 }
 
-void AppendRequest(std::string& out, const CaptureRequest& request) {
-  AppendInteger(out, "amount", request.amount);
-  AppendString(out, "currency", request.currency);
-  AppendString(out, "reference", request.reference);
-  AppendString(out, "payment_method", request.payment_method);
-}
-
-// Replaces the trailing ',' with the closing brace and the newline.
-void EndRecord(std::string& out) {
-  out.back() = '}';
+void Finish(const json::object& record, std::string& out) {
+  AppendJson(record, out);
   out += '\n';
 }
 
@@ -89,35 +81,32 @@ std::string Errno(const std::string& what) { return what + ": " + std::strerror(
 void AppendCaptureRecord(std::string& out, std::string_view merchant, std::string_view idempotency_key,
                          std::string_view id, const CaptureRequest& request, std::int64_t created_at_us,
                          std::int64_t visible_at_us) {
-  out += "{\"type\":\"capture\",";
-  AppendString(out, "merchant", merchant);
-  AppendString(out, "idempotency_key", idempotency_key);
-  AppendString(out, "id", id);
-  AppendRequest(out, request);
-  AppendInteger(out, "created_at_us", created_at_us);
-  AppendInteger(out, "visible_at_us", visible_at_us);
-  EndRecord(out);
+  JsonArena arena;
+  auto record = Record(arena, "capture", merchant, idempotency_key);
+  record.emplace("id", id);
+  AddRequest(record, request);
+  record.emplace("created_at_us", created_at_us);
+  record.emplace("visible_at_us", visible_at_us);
+  Finish(record, out);
 }
 
 void AppendDeclineRecord(std::string& out, std::string_view merchant, std::string_view idempotency_key,
                          const CaptureRequest& request, std::string_view decline_code, std::int64_t created_at_us) {
-  out += "{\"type\":\"decline\",";
-  AppendString(out, "merchant", merchant);
-  AppendString(out, "idempotency_key", idempotency_key);
-  AppendRequest(out, request);
-  AppendString(out, "decline_code", decline_code);
-  AppendInteger(out, "created_at_us", created_at_us);
-  EndRecord(out);
+  JsonArena arena;
+  auto record = Record(arena, "decline", merchant, idempotency_key);
+  AddRequest(record, request);
+  record.emplace("decline_code", decline_code);
+  record.emplace("created_at_us", created_at_us);
+  Finish(record, out);
 }
 
 void AppendVoidRecord(std::string& out, std::string_view merchant, std::string_view idempotency_key,
                       std::string_view capture_id, std::int64_t created_at_us) {
-  out += "{\"type\":\"void\",";
-  AppendString(out, "merchant", merchant);
-  AppendString(out, "idempotency_key", idempotency_key);
-  AppendString(out, "id", capture_id);
-  AppendInteger(out, "created_at_us", created_at_us);
-  EndRecord(out);
+  JsonArena arena;
+  auto record = Record(arena, "void", merchant, idempotency_key);
+  record.emplace("id", capture_id);
+  record.emplace("created_at_us", created_at_us);
+  Finish(record, out);
 }
 
 void EncodeRecord(const LogRecord& r, std::string& out) {

@@ -23,7 +23,7 @@ std::optional<int> Digits(std::string_view text, std::size_t pos, std::size_t wi
 
 }  // namespace
 
-void AppendTimestamp(std::int64_t unix_micros, std::string& out) {
+TimestampText::TimestampText(std::int64_t unix_micros) {
   using namespace std::chrono;
   std::int64_t days = unix_micros / (kSecondsPerDay * kMicrosPerSecond);
   std::int64_t rest = unix_micros % (kSecondsPerDay * kMicrosPerSecond);
@@ -33,19 +33,15 @@ void AppendTimestamp(std::int64_t unix_micros, std::string& out) {
   }
   const year_month_day date{sys_days{std::chrono::days{days}}};
   const auto seconds_of_day = rest / kMicrosPerSecond;
-  char buf[40];
-  const int n = std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%06dZ", static_cast<int>(date.year()),
-                              static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
-                              static_cast<int>(seconds_of_day / 3600), static_cast<int>(seconds_of_day / 60 % 60),
-                              static_cast<int>(seconds_of_day % 60), static_cast<int>(rest % kMicrosPerSecond));
-  out.append(buf, static_cast<std::size_t>(n));
+  const int n = std::snprintf(text_, sizeof text_, "%04d-%02u-%02uT%02d:%02d:%02d.%06dZ",
+                              static_cast<int>(date.year()), static_cast<unsigned>(date.month()),
+                              static_cast<unsigned>(date.day()), static_cast<int>(seconds_of_day / 3600),
+                              static_cast<int>(seconds_of_day / 60 % 60), static_cast<int>(seconds_of_day % 60),
+                              static_cast<int>(rest % kMicrosPerSecond));
+  size_ = static_cast<std::size_t>(n);
 }
 
-std::string FormatTimestamp(std::int64_t unix_micros) {
-  std::string out;
-  AppendTimestamp(unix_micros, out);
-  return out;
-}
+std::string FormatTimestamp(std::int64_t unix_micros) { return std::string(TimestampText(unix_micros).view()); }
 
 std::optional<std::int64_t> ParseTimestamp(std::string_view text) {
   using namespace std::chrono;

@@ -10,7 +10,18 @@
 
 namespace charge_outbox::acquirer_sim {
 
-void AppendTimestamp(std::int64_t unix_micros, std::string& out);
+// The wire text of a timestamp, formatted in place: a JSON body takes it as a string_view without the
+// heap allocation a std::string of its 27 characters would cost on the capture path.
+class TimestampText {
+ public:
+  explicit TimestampText(std::int64_t unix_micros);
+  std::string_view view() const { return {text_, size_}; }
+
+ private:
+  char text_[40];
+  std::size_t size_ = 0;
+};
+
 std::string FormatTimestamp(std::int64_t unix_micros);
 
 // Accepts any RFC 3339 date-time: "T" or "t", an optional fraction (digits past microseconds are

@@ -1,9 +1,15 @@
-// acquirer-sim's pure pieces: request validation, timestamps, config and command line.
+// acquirer-sim's pure pieces: request validation, the answers' bodies, timestamps, config and command
+// line.
 #include "acquirer_sim.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <boost/json/parse.hpp>
+
+#include "problems.hpp"
+#include "request_validation.hpp"
+#include "responses.hpp"
 #include "timestamp.hpp"
 
 namespace charge_outbox::acquirer_sim {
@@ -55,6 +61,59 @@ TEST(IdempotencyKey, OneTo255VisibleAsciiCharacters) {
   EXPECT_FALSE(IsValidIdempotencyKey("has space"));
   EXPECT_FALSE(IsValidIdempotencyKey("tab\t"));
   EXPECT_FALSE(IsValidIdempotencyKey("cobrança"));
+}
+
+// The bodies are the contract charge-api and the reconciler read, and a replay must repeat a 201 byte
+// for byte: these are the exact bytes the simulator has always sent.
+TEST(Responses, ACreatedCaptureIsTheContractBodyWithLocation) {
+  const auto r = Created("cap_1", {25000, "BRL", "ch_\"1\"", "pm_tok_visa"}, "k\\1", 1'709'251'199'999'999);
+  EXPECT_EQ(r.result_int(), 201u);
+  EXPECT_EQ(r[boost::beast::http::field::location], "/v1/captures/cap_1");
+  EXPECT_EQ(r.body(),
+            R"({"id":"cap_1","status":"captured","amount":25000,"currency":"BRL","reference":"ch_\"1\"",)"
+            R"("payment_method":"pm_tok_visa","idempotency_key":"k\\1","created_at":"2024-02-29T23:59:59.999999Z"})");
+}
+
+TEST(Responses, AVoidedCaptureShowsWhenAndTheVoidItself) {
+  const Capture voided{"cap_2", 0, "k2", {5, "USD", "r", "p"}, 0, 0, 1'000'000};
+  EXPECT_EQ(CaptureNow(voided).body(),
+            R"({"id":"cap_2","status":"voided","amount":5,"currency":"USD","reference":"r","payment_method":"p",)"
+            R"("idempotency_key":"k2","created_at":"1970-01-01T00:00:00.000000Z","voided_at":"1970-01-01T00:00:01.000000Z"})");
+  EXPECT_EQ(Voided(voided).body(), R"({"id":"cap_2","status":"voided","voided_at":"1970-01-01T00:00:01.000000Z"})");
+  EXPECT_EQ(Declined("card_declined").body(), R"({"status":"declined","decline_code":"card_declined"})");
+  EXPECT_EQ(Declined("card_declined").result_int(), 402u);
+}
+
+TEST(Responses, AListPageCarriesItsNextToken) {
+  ListPage page;
+  EXPECT_EQ(CapturePage(page).body(), R"({"data":[],"next_page_token":null})");
+  page.captures.push_back({"cap_1", 0, "k1", {1, "BRL", "r1", "p"}, 0, 0, 0});
+  page.captures.push_back({"cap_2", 0, "k2", {2, "BRL", "r2", "p"}, 1, 0, 0});
+  page.next_cursor = 0x2a;
+  const auto body = boost::json::parse(CapturePage(page).body()).as_object();
+  ASSERT_EQ(body.at("data").as_array().size(), 2u);
+  EXPECT_EQ(body.at("data").as_array()[1].at("id").as_string(), "cap_2");
+  EXPECT_EQ(body.at("next_page_token").as_string(), "pt_2a");
+  EXPECT_EQ(ParsePageToken("pt_2a"), 0x2au);
+  EXPECT_FALSE(ParsePageToken("pt_").has_value());
+  EXPECT_FALSE(ParsePageToken("2a").has_value());
+  EXPECT_FALSE(ParsePageToken("pt_2g").has_value());
+}
+
+TEST(Problems, AFaultRefusalSaysWhatWasNotDoneAndWhenToRetry) {
+  FaultDecision throttled;
+  throttled.throttle = true;
+  throttled.retry_after_s = 3;
+  const auto r = FaultRefusal(throttled, "; nothing was voided");
+  EXPECT_EQ(r.result_int(), 429u);
+  EXPECT_EQ(r[boost::beast::http::field::retry_after], "3");
+  EXPECT_EQ(boost::json::parse(r.body()).at("detail").as_string(), "rate limit exceeded; nothing was voided");
+  FaultDecision failed;
+  failed.error = true;
+  const auto e = FaultRefusal(failed);
+  EXPECT_EQ(e.result_int(), 503u);
+  EXPECT_EQ(boost::json::parse(e.body()).at("detail").as_string(), "temporary failure");
+  EXPECT_EQ(boost::json::parse(FieldError("limit", "bad").body()).at("field").as_string(), "limit");
 }
 
 TEST(Timestamp, FormatsUtcWithMicroseconds) {
