@@ -46,7 +46,7 @@ ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
                            .Add({})),
       auth_lookups_(BuildCounter()
                         .Name("charge_api_auth_lookups_total")
-                        .Help("API keys looked up in the database (not answered from memory), by result")
+                        .Help("API keys looked up in the database (not answered from memory), by outcome")
                         .Register(registry)),
       refused_(BuildCounter()
                    .Name("charge_api_refused_requests_total")
@@ -62,7 +62,7 @@ ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
                          .Register(registry)
                          .Add({})) {
   // Every label value is known up front: the series exist (at 0) before the first event.
-  for (const char* result : {"found", "unknown", "error"}) auth_lookups_.Add({{"result", result}});
+  for (const char* outcome : {"found", "unknown", "error"}) auth_lookups_.Add({{"outcome", outcome}});
   for (const char* reason : {"failed_auth_limit", "merchant_rate_limit"}) refused_.Add({{"reason", reason}});
   SetAuthCacheEntries(0, 0);
 }
@@ -93,8 +93,8 @@ void ChargeApiProbe::OnAcquirerCall(const acquirer::AttemptOutcome& outcome, std
       .Observe(std::chrono::duration<double>(latency).count());
 }
 
-void ChargeApiProbe::OnAuthLookup(std::string_view result) {
-  auth_lookups_.Add({{"result", std::string(result)}}).Increment();
+void ChargeApiProbe::OnAuthLookup(std::string_view outcome) {
+  auth_lookups_.Add({{"outcome", std::string(outcome)}}).Increment();
 }
 
 void ChargeApiProbe::OnRefusalHeld() { refusals_held_.Increment(); }

@@ -1,5 +1,7 @@
-// ChargeApiProbe: every metric charge-api exposes (spec section 8), registered once; the code calls
-// these methods and never touches the registry.
+// ChargeApiProbe: every metric charge-api exposes, registered once; the code calls these methods and never
+// touches the registry. Every name starts with `charge_api_`, charge-api's prefix, except
+// `charges_pending_overdue` (fixed by the product contract): the state of the charges table, the same on
+// every replica, not of this process. The names, their labels and the naming rule are in docs/metrics.md.
 #pragma once
 
 #include <chrono>
@@ -23,8 +25,8 @@ class ChargeApiProbe {
   void OnInFlightConflict();
   void OnAcquirerCall(const acquirer::AttemptOutcome& outcome, std::chrono::nanoseconds latency);
   void SetPendingOverdue(std::int64_t count);
-  // API keys looked up in the database, by result: found, unknown, error.
-  void OnAuthLookup(std::string_view result);
+  // API keys looked up in the database, by outcome: found, unknown, error.
+  void OnAuthLookup(std::string_view outcome);
   // Requests refused before any work, by reason: failed_auth_limit, merchant_rate_limit.
   void OnRefused(std::string_view reason);
   void SetAuthCacheEntries(std::size_t valid, std::size_t unknown);

@@ -29,10 +29,10 @@ RelayProbe::RelayProbe(metrics::Registry& registry, int workers)
                      .Add({})),
       errors_(BuildCounter()
                   .Name("outbox_publish_errors_total")
-                  .Help("Events not delivered, by class: retriable (sent again) or permanent (parked)")
+                  .Help("Events not delivered, by retryability: transient (sent again) or never (parked)")
                   .Register(registry)),
-      retriable_errors_(errors_.Add({{"class", "retriable"}})),
-      permanent_errors_(errors_.Add({{"class", "permanent"}})),
+      transient_errors_(errors_.Add({{"retryability", "transient"}})),
+      never_errors_(errors_.Add({{"retryability", "never"}})),
       parked_(BuildCounter()
                   .Name("outbox_events_parked_total")
                   .Help("Events this relay parked")
@@ -49,12 +49,12 @@ RelayProbe::RelayProbe(metrics::Registry& registry, int workers)
                       .Register(registry)
                       .Add({}, prometheus::Histogram::BucketBoundaries{1, 10, 100, 500, 1000, 5000, 10000})),
       owned_shards_(BuildGauge()
-                        .Name("outbox_relay_owned_shards")
+                        .Name("outbox_owned_shards")
                         .Help("Shards (of 256) this relay holds the advisory lock of")
                         .Register(registry)
                         .Add({})),
       members_(BuildGauge()
-                   .Name("outbox_relay_members")
+                   .Name("outbox_live_relays")
                    .Help("Live relay sessions sharing the shards, this one included")
                    .Register(registry)
                    .Add({})),
@@ -69,7 +69,7 @@ RelayProbe::RelayProbe(metrics::Registry& registry, int workers)
                              .Register(registry)
                              .Add({})),
       database_errors_(BuildCounter()
-                           .Name("outbox_relay_database_errors_total")
+                           .Name("outbox_database_errors_total")
                            .Help("Database operations of the relay loop that failed (retried)")
                            .Register(registry)
                            .Add({})),
@@ -82,10 +82,10 @@ void RelayProbe::SetBacklog(const outbox::BacklogStats& stats) {
 }
 
 void RelayProbe::OnPublished(std::int64_t events) { published_.Increment(static_cast<double>(events)); }
-void RelayProbe::OnRetriableErrors(std::int64_t events) { retriable_errors_.Increment(static_cast<double>(events)); }
+void RelayProbe::OnRetriableErrors(std::int64_t events) { transient_errors_.Increment(static_cast<double>(events)); }
 
 void RelayProbe::OnParked(std::int64_t events) {
-  permanent_errors_.Increment(static_cast<double>(events));
+  never_errors_.Increment(static_cast<double>(events));
   parked_.Increment(static_cast<double>(events));
 }
 

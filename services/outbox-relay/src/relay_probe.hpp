@@ -1,5 +1,6 @@
-// RelayProbe: every metric outbox-relay exposes (spec section 8), registered once; the relay calls these
-// methods and never touches the registry.
+// RelayProbe: every metric outbox-relay exposes, registered once; the relay calls these methods and never
+// touches the registry. Every name starts with `outbox_`, the relay's prefix (the product contract fixes
+// `outbox_lag_seconds`); the names, their labels and the naming rule are in docs/metrics.md.
 #pragma once
 
 #include <chrono>
@@ -34,8 +35,8 @@ class RelayProbe {
   prometheus::Gauge& parked_rows_;
   prometheus::Counter& published_;
   prometheus::Family<prometheus::Counter>& errors_;
-  prometheus::Counter& retriable_errors_;
-  prometheus::Counter& permanent_errors_;
+  prometheus::Counter& transient_errors_;
+  prometheus::Counter& never_errors_;
   prometheus::Counter& parked_;
   prometheus::Histogram& batch_latency_;
   prometheus::Histogram& batch_size_;

@@ -66,8 +66,8 @@ class HostileClientsE2E : public ::testing::Test {
   }
 
   std::string Metrics() { return HttpTestClient(api_->admin_port()).Get("/metrics").response.body(); }
-  double Lookups(const char* result) {
-    return Metric(Metrics(), std::string("charge_api_auth_lookups_total{result=\"") + result + "\"}");
+  double Lookups(const char* outcome) {
+    return Metric(Metrics(), std::string("charge_api_auth_lookups_total{outcome=\"") + outcome + "\"}");
   }
 
   std::unique_ptr<PgTestDatabase> db_;

@@ -71,7 +71,7 @@ TEST_F(OutboxRelayE2E, EveryEventArrivesWithItsKeyValueAndCloudEventsHeaders) {
   EXPECT_EQ(MetricValue(relay->admin_port(), "outbox_events_published_total"), 2.0);
   EXPECT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_unpublished_rows") == 0.0; }));
   EXPECT_EQ(MetricValue(relay->admin_port(), "outbox_lag_seconds"), 0.0);
-  EXPECT_EQ(MetricValue(relay->admin_port(), "outbox_relay_owned_shards"), 256.0);
+  EXPECT_EQ(MetricValue(relay->admin_port(), "outbox_owned_shards"), 256.0);
   HttpTestClient client(relay->admin_port());
   EXPECT_EQ(client.Get("/healthz").status(), 200u);
   EXPECT_EQ(client.Get("/readyz").status(), 200u);
@@ -132,7 +132,7 @@ TEST_F(OutboxRelayE2E, PollingFindsEventsWhenNoNotificationComes) {
   auto relay = fixture_->StartRelay({{"RELAY_POLL_INTERVAL", "300ms"}, {"RELAY_REBALANCE_INTERVAL", "60s"}});
   HttpTestClient client(relay->admin_port());
   ASSERT_TRUE(Eventually([&] { return client.Get("/readyz").status() == 200; }, 20s)) << relay->Output();
-  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_relay_owned_shards") == 256.0; }));
+  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_owned_shards") == 256.0; }));
   const auto event = WriteEvent(db().url(), NewUuid(), 1);
   ASSERT_TRUE(AllPublished(5s));
   EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), {event}, 30s), {event}), IsEmpty());
@@ -160,8 +160,8 @@ TEST_F(OutboxRelayE2E, ThreeRelaysKeepEveryChargesOrderWith10000ChargesWrittenCo
   ASSERT_TRUE(Eventually(
       [&] {
         return std::all_of(relays.begin(), relays.end(), [](const auto& r) {
-          const auto owned = MetricValue(r->admin_port(), "outbox_relay_owned_shards");
-          return MetricValue(r->admin_port(), "outbox_relay_members") == 3.0 && owned >= 85.0 && owned <= 86.0;
+          const auto owned = MetricValue(r->admin_port(), "outbox_owned_shards");
+          return MetricValue(r->admin_port(), "outbox_live_relays") == 3.0 && owned >= 85.0 && owned <= 86.0;
         });
       },
       20s));
@@ -189,7 +189,7 @@ TEST_F(OutboxRelayE2E, KillingOneOfThreeRelaysMidRunLosesNothingAndKeepsOrder) {
   ASSERT_TRUE(Eventually(
       [&] {
         return std::all_of(relays.begin(), relays.end(),
-                           [](const auto& r) { return MetricValue(r->admin_port(), "outbox_relay_members") == 3.0; });
+                           [](const auto& r) { return MetricValue(r->admin_port(), "outbox_live_relays") == 3.0; });
       },
       20s));
   std::vector<WrittenEvent> written;
@@ -200,8 +200,8 @@ TEST_F(OutboxRelayE2E, KillingOneOfThreeRelaysMidRunLosesNothingAndKeepsOrder) {
   relays[1]->process().Wait(10s);
   ASSERT_TRUE(Eventually(
       [&] {
-        return MetricValue(relays[0]->admin_port(), "outbox_relay_owned_shards") == 128.0 &&
-               MetricValue(relays[2]->admin_port(), "outbox_relay_owned_shards") == 128.0;
+        return MetricValue(relays[0]->admin_port(), "outbox_owned_shards") == 128.0 &&
+               MetricValue(relays[2]->admin_port(), "outbox_owned_shards") == 128.0;
       },
       20s))
       << "the survivors did not take over the dead relay's shards";
@@ -230,8 +230,8 @@ TEST_F(OutboxRelayE2E, SeveralWorkersInOneProcessShareTheShardsAsMembers) {
   auto relay = fixture_->StartRelay({{"RELAY_WORKERS", "4"}});
   ASSERT_TRUE(Eventually(
       [&] {
-        return MetricValue(relay->admin_port(), "outbox_relay_members") == 4.0 &&
-               MetricValue(relay->admin_port(), "outbox_relay_owned_shards") == 256.0;
+        return MetricValue(relay->admin_port(), "outbox_live_relays") == 4.0 &&
+               MetricValue(relay->admin_port(), "outbox_owned_shards") == 256.0;
       },
       20s))
       << relay->Output();
@@ -324,7 +324,7 @@ TEST_F(OutboxRelayE2E, APoisonEventIsParkedOthersFlowAndRetryOrSkipReleaseItsCha
   EXPECT_FALSE(published(c2));
   EXPECT_TRUE(Eventually([&] { return MetricValue(small->admin_port(), "outbox_parked_rows") == 2.0; }));
   EXPECT_EQ(MetricValue(small->admin_port(), "outbox_events_parked_total"), 2.0);
-  EXPECT_EQ(MetricValue(small->admin_port(), "outbox_publish_errors_total{class=\"permanent\"}"), 2.0);
+  EXPECT_EQ(MetricValue(small->admin_port(), "outbox_publish_errors_total{retryability=\"never\"}"), 2.0);
 
   auto list = fixture_->RunCommand({"parked", "list"});
   ASSERT_EQ(list.exit_code, 0) << list.err;
@@ -336,7 +336,7 @@ TEST_F(OutboxRelayE2E, APoisonEventIsParkedOthersFlowAndRetryOrSkipReleaseItsCha
   small->process().Signal(SIGTERM);
   EXPECT_EQ(small->process().Wait(15s).exit_code, 0);
   auto relay = fixture_->StartRelay();
-  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_relay_owned_shards") == 256.0; }, 20s));
+  ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_owned_shards") == 256.0; }, 20s));
   EXPECT_FALSE(published(a3));
   auto retry = fixture_->RunCommand({"parked", "retry", a2.id});
   EXPECT_EQ(retry.exit_code, 0) << retry.err;

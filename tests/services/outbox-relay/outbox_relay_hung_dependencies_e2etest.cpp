@@ -32,7 +32,7 @@ unsigned Status(const ServiceProcess& relay, const std::string& path) {
 }
 
 double OwnedShards(const ServiceProcess& relay) {
-  return MetricValue(ProbePort(relay), "outbox_relay_owned_shards").value_or(-1);
+  return MetricValue(ProbePort(relay), "outbox_owned_shards").value_or(-1);
 }
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -142,7 +142,7 @@ TEST(OutboxRelayHungKafkaE2E, ABlackHoledBrokerCostsRetriesNotTheLoop) {
   const auto cut = Clock::now();
   auto during = WriteChargeEvents(fixture.db().url(), 20, 2);
   const auto retriable = [&] {
-    return MetricValue(ProbePort(*relay), "outbox_publish_errors_total{class=\"retriable\"}").value_or(0);
+    return MetricValue(ProbePort(*relay), "outbox_publish_errors_total{retryability=\"transient\"}").value_or(0);
   };
   ASSERT_TRUE(Eventually([&] { return retriable() > 0; }, 15s)) << relay->Output();
   const auto first_batch_ended = Clock::now() - cut;

@@ -38,7 +38,8 @@ TEST(OutboxRelayKafkaOutageE2E, KafkaStoppedFor30SecondsLosesNothingAndTheLagRec
 
   ASSERT_TRUE(Eventually([&] { return Unpublished(fixture.db()) == 0; }, 90s)) << relay->Output();
   EXPECT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_lag_seconds") == 0.0; }, 10s));
-  EXPECT_GT(MetricValue(relay->admin_port(), "outbox_publish_errors_total{class=\"retriable\"}").value_or(0), 0.0);
+  EXPECT_GT(MetricValue(relay->admin_port(), "outbox_publish_errors_total{retryability=\"transient\"}").value_or(0),
+            0.0);
   std::vector<WrittenEvent> all = before;
   all.insert(all.end(), during.begin(), during.end());
   const auto consumed = ConsumeAll(fixture.topic(), all, 60s);

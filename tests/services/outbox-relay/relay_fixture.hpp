@@ -39,7 +39,7 @@ std::string ChargeId(const std::string& uuid);  // the public id, as the charge 
 
 std::int64_t Unpublished(const PgTestDatabase& db);
 
-// The value of an unlabelled (or exactly labelled, e.g. `name{class="permanent"}`) metric, or nullopt.
+// The value of an unlabelled (or exactly labelled, e.g. `name{retryability="never"}`) metric, or nullopt.
 std::optional<double> MetricValue(std::uint16_t port, const std::string& series);
 
 // Reads the topic from the beginning until every id in `expected` has arrived at least once, or timeout.
