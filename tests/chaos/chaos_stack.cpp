@@ -19,8 +19,8 @@ using Clock = std::chrono::steady_clock;
 // The daemons resolve unknown outcomes and dead owners in seconds, as the e2e suites configure them.
 testing::EnvChanges FastAcquirerSettings() {
   return {{"ACQUIRER_REQUEST_TIMEOUT", "1s"},   {"ACQUIRER_RETRY_MAX_ATTEMPTS", "3"},
-          {"ACQUIRER_RETRY_BASE_DELAY", "50ms"}, {"ACQUIRER_RETRY_MAX_DELAY", "200ms"},
-          {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"}, {"ACQUIRER_CONNECT_TIMEOUT", "500ms"}};
+          {"ACQUIRER_RETRY_BACKOFF_BASE", "50ms"}, {"ACQUIRER_RETRY_BACKOFF_MAX", "200ms"},
+          {"ACQUIRER_RETRY_BACKOFF_BUDGET", "1s"}, {"ACQUIRER_CONNECT_TIMEOUT", "500ms"}};
 }
 
 bool HealthyOver(std::uint16_t port, const std::string& path) {

@@ -6,6 +6,8 @@
 #include <random>
 #include <thread>
 
+#include "charge_outbox/retry/backoff.hpp"
+#include "charge_outbox/util/random.hpp"
 #include "http_test_client.hpp"
 
 namespace charge_outbox::chaos {
@@ -79,14 +81,14 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed) {
                                      {"Idempotency-Key", intent.key}};
   const auto ports = stack_.ApiPorts();
   const auto give_up_at = Clock::now() + options_.give_up;
+  // Full jitter from 100 ms, capped at 2 s; never sooner than the server asked. Its own stream of the
+  // intent's seed, so a seed replays the waits too.
+  const retry::Backoff schedule(
+      retry::BackoffOptions{std::chrono::milliseconds{100}, std::chrono::milliseconds{2000}});
+  util::Mt19937RandomSource jitter(seed ^ 0x5851F42D4C957F2DULL);
   int failures = 0;
   auto backoff = [&](std::optional<std::chrono::milliseconds> at_least = std::nullopt) {
-    // Full jitter, capped at 2 s; never sooner than the server asked.
-    const auto ceiling = std::min<std::int64_t>(2000, 100LL << std::min(failures, 5));
-    auto wait = std::chrono::milliseconds{static_cast<std::int64_t>(unit(rng) * static_cast<double>(ceiling))};
-    if (at_least) wait = std::max(wait, *at_least);
-    ++failures;
-    std::this_thread::sleep_for(wait);
+    std::this_thread::sleep_for(schedule.Next(failures++, jitter, {}, at_least).delay);
   };
   auto retry_after = [](const testing::HttpResult& r) -> std::optional<std::chrono::milliseconds> {
     const auto value = r.header("Retry-After");

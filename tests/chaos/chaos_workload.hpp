@@ -1,6 +1,6 @@
 // The clients: concurrent threads that behave like real payment clients. One idempotency key per intent,
 // the same key and body on every retry; a timeout, a dropped connection, 409 (its Retry-After honoured),
-// 429 and 5xx are retried with full-jitter backoff, each attempt on a charge-api instance picked at random
+// 429 and 5xx are retried with retry::Backoff (full jitter), each attempt on a charge-api instance picked at random
 // (a load balancer); a 202 is either polled with GET or retried; until a final answer (201, 402) or the
 // give-up time. Every answer is recorded, so the checker can hold each one against the acquirer's ledger.
 #pragma once

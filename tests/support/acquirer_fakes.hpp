@@ -1,6 +1,6 @@
-// Fakes of the acquirer side, for unit tests of anything that calls the acquirer under a retry policy: a
-// clock that sleeps by advancing itself, a random source that replays a script, and an AcquirerClient
-// that answers from a script and records what it was asked.
+// Fakes of the acquirer side, for unit tests of anything that calls the acquirer under a retry policy: an
+// AcquirerClient that answers from a script and records what it was asked (and, from clock_fakes.hpp, a
+// clock that sleeps by advancing itself and a random source that replays a script).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -14,45 +14,13 @@
 
 #include "charge_outbox/acquirer/acquirer_client.hpp"
 #include "charge_outbox/acquirer/retry_policy.hpp"
+#include "clock_fakes.hpp"
 
 namespace charge_outbox::acquirer::testing {
 
-// Sleeping advances both clocks by exactly the delay; every sleep is recorded.
-class FakeRetryClock final : public RetryClock {
- public:
-  std::chrono::steady_clock::time_point SteadyNow() override { return steady_; }
-  std::chrono::system_clock::time_point WallNow() override { return wall_; }
-  boost::asio::awaitable<void> SleepFor(std::chrono::milliseconds delay) override {
-    sleeps.push_back(delay);
-    Advance(delay);
-    co_return;
-  }
-  void Advance(std::chrono::milliseconds by) {
-    steady_ += by;
-    wall_ += by;
-  }
-
-  std::vector<std::chrono::milliseconds> sleeps;
-
- private:
-  std::chrono::steady_clock::time_point steady_{std::chrono::hours{1}};
-  std::chrono::system_clock::time_point wall_{std::chrono::sys_days{std::chrono::year{2024} / 3 / 10}};
-};
-
-// Returns the scripted values in order, then repeats the last one.
-class ScriptedRandom final : public RandomSource {
- public:
-  explicit ScriptedRandom(std::vector<double> values) : values_(std::move(values)) {}
-  double NextUnit() override {
-    const double v = values_.at(std::min(next_, values_.size() - 1));
-    ++next_;
-    return v;
-  }
-
- private:
-  std::vector<double> values_;
-  std::size_t next_ = 0;
-};
+// The general fakes, named here as the acquirer suites always have.
+using charge_outbox::testing::FakeClock;
+using charge_outbox::testing::ScriptedRandom;
 
 inline AttemptOutcome OutcomeOf(OutcomeKind kind, std::optional<std::chrono::seconds> retry_after = std::nullopt) {
   AttemptOutcome o;
@@ -69,7 +37,7 @@ class ScriptedAcquirerClient final : public AcquirerClient {
     AttemptOutcome outcome;
     std::chrono::milliseconds takes{0};
   };
-  explicit ScriptedAcquirerClient(std::deque<Step> script, FakeRetryClock* clock = nullptr)
+  explicit ScriptedAcquirerClient(std::deque<Step> script, FakeClock* clock = nullptr)
       : script_(std::move(script)), clock_(clock) {}
 
   boost::asio::awaitable<AttemptOutcome> Capture(CaptureRequest request, std::string request_id) override {
@@ -108,7 +76,7 @@ class ScriptedAcquirerClient final : public AcquirerClient {
   }
 
   std::deque<Step> script_;
-  FakeRetryClock* clock_;
+  FakeClock* clock_;
 };
 
 }  // namespace charge_outbox::acquirer::testing

@@ -26,9 +26,9 @@ inline EnvChanges FastChargeApiEnv(const std::string& database_url, int acquirer
                     {"ACQUIRER_API_KEY", acquirer_api_key},
                     {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
                     {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
-                    {"ACQUIRER_RETRY_BASE_DELAY", "50ms"},
-                    {"ACQUIRER_RETRY_MAX_DELAY", "100ms"},
-                    {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"},
+                    {"ACQUIRER_RETRY_BACKOFF_BASE", "50ms"},
+                    {"ACQUIRER_RETRY_BACKOFF_MAX", "100ms"},
+                    {"ACQUIRER_RETRY_BACKOFF_BUDGET", "1s"},
                     {"CHARGE_LEASE", "3s"},
                     {"SHUTDOWN_DEADLINE", "2s"},
                     {"FAILPOINTS", std::nullopt}};

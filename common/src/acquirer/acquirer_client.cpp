@@ -10,14 +10,14 @@ namespace asio = boost::asio;
 // frame at once, so nothing refers to the lambda after it returns.
 
 asio::awaitable<RetryRun> CaptureWithRetries(AcquirerClient& client, CaptureRequest request, const RetryPolicy& policy,
-                                             RetryClock& clock, AttemptObserver* observer) {
+                                             util::Clock& clock, AttemptObserver* observer) {
   co_return co_await RunWithRetries(
       policy, clock, [&client, &request](AttemptContext attempt) { return client.Capture(request, attempt.request_id); },
       observer);
 }
 
 asio::awaitable<RetryRun> LookupWithRetries(AcquirerClient& client, LookupRequest request, const RetryPolicy& policy,
-                                            RetryClock& clock, AttemptObserver* observer) {
+                                            util::Clock& clock, AttemptObserver* observer) {
   co_return co_await RunWithRetries(
       policy, clock,
       [&client, &request](AttemptContext attempt) { return client.LookupByKey(request, attempt.request_id); },
@@ -25,14 +25,14 @@ asio::awaitable<RetryRun> LookupWithRetries(AcquirerClient& client, LookupReques
 }
 
 asio::awaitable<RetryRun> VoidWithRetries(AcquirerClient& client, VoidRequest request, const RetryPolicy& policy,
-                                          RetryClock& clock, AttemptObserver* observer) {
+                                          util::Clock& clock, AttemptObserver* observer) {
   co_return co_await RunWithRetries(
       policy, clock, [&client, &request](AttemptContext attempt) { return client.Void(request, attempt.request_id); },
       observer);
 }
 
 asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow window, const RetryPolicy& policy,
-                                         RetryClock& clock) {
+                                         util::Clock& clock) {
   ListResult result;
   std::optional<std::string> token;
   std::set<std::string> seen_tokens;

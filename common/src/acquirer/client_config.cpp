@@ -1,5 +1,6 @@
 #include "charge_outbox/acquirer/http_acquirer_client.hpp"
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/retry/backoff.hpp"
 #include "origin.hpp"
 
 namespace charge_outbox::acquirer {
@@ -37,15 +38,11 @@ AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader) {
   }
   c.list_page_limit = static_cast<int>(reader.Integer("acquirer.list.page_limit", 100, 1, 1000));
   c.retry.max_attempts = static_cast<int>(reader.Integer("acquirer.retry.max_attempts", 4, 1, 100));
-  c.retry.base_delay = reader.Duration("acquirer.retry.base_delay", milliseconds{1000}, milliseconds{0},
-                                       std::chrono::minutes{10});
-  c.retry.max_delay = reader.Duration("acquirer.retry.max_delay", milliseconds{8000}, milliseconds{0},
-                                      std::chrono::hours{1});
-  if (c.retry.max_delay < c.retry.base_delay) {
-    throw config::ConfigError("acquirer.retry.max_delay", "must not be shorter than acquirer.retry.base_delay");
-  }
-  c.retry.total_budget = reader.Duration("acquirer.retry.total_budget", milliseconds{15000}, milliseconds{0},
-                                         std::chrono::hours{24});
+  reader.Renamed("acquirer.retry.base_delay", "acquirer.retry.backoff.base");
+  reader.Renamed("acquirer.retry.max_delay", "acquirer.retry.backoff.max");
+  reader.Renamed("acquirer.retry.total_budget", "acquirer.retry.backoff.budget");
+  c.retry.backoff = retry::LoadBackoffOptions(reader, "acquirer.retry", RetryPolicyOptions{}.backoff, milliseconds{0},
+                                              std::chrono::hours{24});
   // Checked last, so that a problem found above is the one named first. Every call carries the API key
   // and card tokens: over plain HTTP beyond this machine they would travel in clear.
   const bool allow_plain_http = reader.Boolean("acquirer.allow_plain_http", false);

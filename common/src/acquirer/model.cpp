@@ -28,14 +28,14 @@ EvidenceClass EvidenceOf(OutcomeKind kind) {
   return EvidenceClass::kUnknown;
 }
 
-Retryability RetryabilityOf(OutcomeKind kind) {
+retry::Retryability RetryabilityOf(OutcomeKind kind) {
   switch (kind) {
     case OutcomeKind::kCaptured:
     case OutcomeKind::kDeclined:
     case OutcomeKind::kVoided:
     case OutcomeKind::kPage:
     case OutcomeKind::kNotFound:
-      return Retryability::kDefinitive;
+      return retry::Retryability::kDefinitive;
     // All safe because every retry carries the same idempotency key: the acquirer replays what it did.
     case OutcomeKind::kNotSent:
     case OutcomeKind::kTimedOut:
@@ -45,17 +45,17 @@ Retryability RetryabilityOf(OutcomeKind kind) {
     case OutcomeKind::kThrottled:
     case OutcomeKind::kInFlight:
     case OutcomeKind::kUntrustedResponse:
-      return Retryability::kTransient;
+      return retry::Retryability::kTransient;
     // The acquirer would give the same answer again; a person has to look at the data or the config.
     case OutcomeKind::kMismatch:
     case OutcomeKind::kContractError:
-      return Retryability::kNever;
+      return retry::Retryability::kNever;
   }
-  return Retryability::kNever;
+  return retry::Retryability::kNever;
 }
 
 EvidenceClass AttemptOutcome::evidence() const { return EvidenceOf(kind); }
-Retryability AttemptOutcome::retryability() const { return RetryabilityOf(kind); }
+retry::Retryability AttemptOutcome::retryability() const { return RetryabilityOf(kind); }
 
 std::string_view ToString(Operation operation) {
   switch (operation) {
@@ -94,15 +94,6 @@ std::string_view ToString(OutcomeKind kind) {
     case OutcomeKind::kUntrustedResponse: return "untrusted_response";
     case OutcomeKind::kMismatch: return "mismatch";
     case OutcomeKind::kContractError: return "contract_error";
-  }
-  return "?";
-}
-
-std::string_view ToString(Retryability retryability) {
-  switch (retryability) {
-    case Retryability::kDefinitive: return "definitive";
-    case Retryability::kTransient: return "transient";
-    case Retryability::kNever: return "never";
   }
   return "?";
 }

@@ -1,9 +1,5 @@
 #include "charge_outbox/acquirer/retry_policy.hpp"
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/uuid/random_generator.hpp>
 #include <boost/uuid/uuid_io.hpp>
 
@@ -15,73 +11,35 @@ namespace charge_outbox::acquirer {
 namespace asio = boost::asio;
 using std::chrono::milliseconds;
 
-Mt19937RandomSource::Mt19937RandomSource() : Mt19937RandomSource((std::uint64_t{std::random_device{}()} << 32) ^
-                                                                  std::uint64_t{std::random_device{}()}) {}
-
-Mt19937RandomSource::Mt19937RandomSource(std::uint64_t seed) : seed_(seed), engine_(seed) {}
-
-double Mt19937RandomSource::NextUnit() {
-  std::lock_guard lock(mutex_);
-  return std::uniform_real_distribution<double>(0.0, 1.0)(engine_);
-}
-
-std::chrono::steady_clock::time_point AsioSteadyClock::SteadyNow() { return std::chrono::steady_clock::now(); }
-
-std::chrono::system_clock::time_point AsioSteadyClock::WallNow() { return std::chrono::system_clock::now(); }
-
-asio::awaitable<void> AsioSteadyClock::SleepFor(milliseconds delay) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, delay);
-  // A cancelled sleep (executor shutting down) simply ends early; the next attempt or the caller decides.
-  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-}
-
-RetryPolicy::RetryPolicy(RetryPolicyOptions options, std::shared_ptr<RandomSource> random)
-    : options_(options), random_(std::move(random)) {
+RetryPolicy::RetryPolicy(RetryPolicyOptions options, std::shared_ptr<util::RandomSource> random)
+    : options_(options),
+      backoff_(options.backoff),
+      random_(std::move(random)) {
   if (options_.max_attempts < 1) throw std::invalid_argument("retry: max_attempts must be at least 1");
-  if (options_.base_delay < milliseconds{0} || options_.max_delay < options_.base_delay) {
-    throw std::invalid_argument("retry: need 0 <= base_delay <= max_delay");
-  }
-  if (options_.total_budget < milliseconds{0}) throw std::invalid_argument("retry: total_budget must be >= 0");
   if (random_ == nullptr) throw std::invalid_argument("retry: a random source is required");
-}
-
-milliseconds RetryPolicy::BackoffCeiling(int retry_index) const {
-  const auto base = options_.base_delay.count();
-  const auto cap = options_.max_delay.count();
-  if (retry_index < 0) return milliseconds{std::min(base, cap)};
-  // Doubling stops as soon as the cap is reached, so no shift can overflow.
-  auto ceiling = base;
-  for (int i = 0; i < retry_index && ceiling < cap; ++i) ceiling = ceiling > cap / 2 ? cap : ceiling * 2;
-  return milliseconds{std::min(ceiling, cap)};
 }
 
 RetryDecision RetryPolicy::Decide(const AttemptOutcome& outcome, int attempts_made, milliseconds elapsed) const {
   switch (outcome.retryability()) {
-    case Retryability::kDefinitive:
+    case retry::Retryability::kDefinitive:
       return {RetryVerdict::kStopAnswered, milliseconds{0}};
-    case Retryability::kNever:
+    case retry::Retryability::kNever:
       return {RetryVerdict::kStopNotRetryable, milliseconds{0}};
-    case Retryability::kTransient:
+    case retry::Retryability::kTransient:
       break;
   }
   if (Draining()) return {RetryVerdict::kStopDraining, milliseconds{0}};
   if (attempts_made >= options_.max_attempts) return {RetryVerdict::kStopAttemptsExhausted, milliseconds{0}};
-  const auto remaining = options_.total_budget - elapsed;
-  if (remaining <= milliseconds{0}) return {RetryVerdict::kStopBudgetExhausted, milliseconds{0}};
-
-  // Full jitter: uniform in [0, ceiling). Spreads retries of many callers hit by the same outage.
-  const auto ceiling = BackoffCeiling(attempts_made - 1);
-  const double unit = std::clamp(random_->NextUnit(), 0.0, 1.0);
-  auto delay = milliseconds{static_cast<milliseconds::rep>(static_cast<double>(ceiling.count()) * unit)};
-  delay = std::min(delay, ceiling - milliseconds{ceiling.count() > 0 ? 1 : 0});
-  if (outcome.retry_after.has_value()) {
-    const auto asked = std::chrono::duration_cast<milliseconds>(*outcome.retry_after);
-    // Retrying early would disobey the acquirer; waiting past the budget would break ours: stop.
-    if (asked >= remaining) return {RetryVerdict::kStopRetryAfterBeyondBudget, milliseconds{0}};
-    delay = std::max(delay, asked);
+  std::optional<milliseconds> retry_after;
+  if (outcome.retry_after) retry_after = std::chrono::duration_cast<milliseconds>(*outcome.retry_after);
+  const auto wait = backoff_.Next(attempts_made - 1, *random_, elapsed, retry_after);
+  switch (wait.verdict) {
+    case retry::WaitVerdict::kWait: return {RetryVerdict::kRetry, wait.delay};
+    case retry::WaitVerdict::kBudgetExhausted: return {RetryVerdict::kStopBudgetExhausted, milliseconds{0}};
+    case retry::WaitVerdict::kRetryAfterBeyondBudget:
+      return {RetryVerdict::kStopRetryAfterBeyondBudget, milliseconds{0}};
   }
-  if (delay >= remaining) return {RetryVerdict::kStopBudgetExhausted, milliseconds{0}};
-  return {RetryVerdict::kRetry, delay};
+  return {RetryVerdict::kStopBudgetExhausted, milliseconds{0}};
 }
 
 EvidenceClass RetryRun::evidence() const {
@@ -101,7 +59,7 @@ EvidenceClass RetryRun::evidence() const {
   return all_not_sent ? EvidenceClass::kNotSent : EvidenceClass::kUnknown;
 }
 
-asio::awaitable<RetryRun> RunWithRetries(const RetryPolicy& policy, RetryClock& clock, AttemptFunction attempt,
+asio::awaitable<RetryRun> RunWithRetries(const RetryPolicy& policy, util::Clock& clock, AttemptFunction attempt,
                                          AttemptObserver* observer, std::optional<std::string> first_request_id) {
   RetryRun run;
   const auto first_start = clock.SteadyNow();

@@ -205,14 +205,14 @@ ConnectionSettings LoadConnectionSettings(config::ConfigReader& r) {
   return s;
 }
 
-bool IsTransient(const DbError& error) {
+retry::Retryability RetryabilityOf(const DbError& error) {
   switch (error.code) {
     case DbErrc::kUnavailable:
     case DbErrc::kOverloaded:
-    case DbErrc::kInDoubt: return true;
-    case DbErrc::kFailed: return false;
+    case DbErrc::kInDoubt: return retry::Retryability::kTransient;
+    case DbErrc::kFailed: return retry::Retryability::kNever;
   }
-  return false;
+  return retry::Retryability::kNever;
 }
 
 void throw_exception_from_error(const DbError& error, const boost::source_location& location) {

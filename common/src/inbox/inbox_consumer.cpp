@@ -70,8 +70,9 @@ InboxOptions LoadInboxOptions(config::ConfigReader& r, std::string application_n
   o.gaps.wait = r.Duration("inbox.gaps.wait", seconds{30}, milliseconds{0}, std::chrono::hours{24 * 7});
   o.max_batch = static_cast<int>(r.Integer("inbox.batch_size", 5000, 1, 100'000));
   o.poll_timeout = r.Duration("inbox.poll_timeout", milliseconds{100}, milliseconds{1}, seconds{10});
-  o.retry_backoff = r.Duration("inbox.retry_backoff", milliseconds{200}, milliseconds{1}, std::chrono::minutes{1});
-  o.max_retry_backoff = r.Duration("inbox.max_retry_backoff", seconds{5}, o.retry_backoff, std::chrono::minutes{10});
+  r.Renamed("inbox.retry_backoff", "inbox.backoff.base");
+  r.Renamed("inbox.max_retry_backoff", "inbox.backoff.max");
+  o.backoff = retry::LoadBackoffOptions(r, "inbox", o.backoff, milliseconds{1}, std::chrono::minutes{10});
   o.sweep_interval = r.Duration("inbox.sweep_interval", seconds{1}, milliseconds{10}, std::chrono::minutes{10});
   o.retention_days = static_cast<int>(r.Integer("inbox.retention_days", 14, 1, 3650));
   o.progress_retention_days = static_cast<int>(r.Integer("inbox.progress_retention_days", 180, 1, 36500));
@@ -353,8 +354,8 @@ struct InboxConsumer::Impl {
   // False when the loop is stopping or `give_up` passed: then nothing was applied.
   bool ApplyWithRetry(const std::vector<ChargeEvent>& events, const std::vector<RejectedMessage>& rejected,
                       std::int64_t other_version, std::optional<Clock::time_point> give_up) {
-    auto backoff = options.retry_backoff;
-    while (true) {
+    const retry::Backoff backoff(options.backoff);
+    for (int failures = 0;; ++failures) {
       const auto started = Clock::now();
       auto result = store.Apply(events, rejected, handler, options.gaps, options.retention_days);
       if (result) {
@@ -367,12 +368,13 @@ struct InboxConsumer::Impl {
       }
       probe.BatchFailed();
       SetDatabaseOk(false);
+      // Alone in its consumer, the loop waits the backoff's ceiling itself (retry/backoff.hpp says why).
+      const auto wait = backoff.Ceiling(failures);
       spdlog::warn("inbox: batch of {} event(s) not applied ({}: {}); trying again in {} ms", events.size(),
-                   db::ToString(result.error().code), result.error().detail, backoff.count());
+                   db::ToString(result.error().code), result.error().detail, wait.count());
       UpdateLag();  // the lag keeps growing while the database is away: the gauge must say so
-      if (give_up && Clock::now() + backoff > *give_up) return false;
-      if (!SleepUnlessStopping(backoff)) return false;
-      backoff = std::min(backoff * 2, options.max_retry_backoff);
+      if (give_up && Clock::now() + wait > *give_up) return false;
+      if (!SleepUnlessStopping(wait)) return false;
       Turn();
     }
   }

@@ -31,13 +31,13 @@ bool IsPermanent(rd_kafka_resp_err_t err) {
 DeliveryResult Classify(rd_kafka_resp_err_t err, rd_kafka_msg_status_t status) {
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
     if (status == RD_KAFKA_MSG_STATUS_PERSISTED) return {DeliveryStatus::kDelivered, ""};
-    return {DeliveryStatus::kRetriable, "delivery report without error but not persisted"};
+    return {DeliveryStatus::kNotDelivered, "delivery report without error but not persisted"};
   }
   std::string text = std::string(rd_kafka_err2name(err)) + ": " + rd_kafka_err2str(err);
   if (err == RD_KAFKA_RESP_ERR__FATAL) return {DeliveryStatus::kFatal, std::move(text)};
   if (IsPermanent(err)) return {DeliveryStatus::kPermanent, std::move(text)};
   if (status == RD_KAFKA_MSG_STATUS_POSSIBLY_PERSISTED) text += " (possibly persisted: will be sent again)";
-  return {DeliveryStatus::kRetriable, std::move(text)};
+  return {DeliveryStatus::kNotDelivered, std::move(text)};
 }
 
 class RdKafkaPublisher final : public EventPublisher {
@@ -239,6 +239,17 @@ class RdKafkaPublisher final : public EventPublisher {
 };
 
 }  // namespace
+
+retry::Retryability RetryabilityOf(DeliveryStatus status) {
+  switch (status) {
+    case DeliveryStatus::kDelivered: return retry::Retryability::kDefinitive;
+    case DeliveryStatus::kNotDelivered:
+    case DeliveryStatus::kAbandoned:
+    case DeliveryStatus::kFatal: return retry::Retryability::kTransient;
+    case DeliveryStatus::kPermanent: return retry::Retryability::kNever;
+  }
+  return retry::Retryability::kNever;
+}
 
 std::unique_ptr<EventPublisher> MakeRdKafkaPublisher(RdKafkaOptions options) {
   return std::make_unique<RdKafkaPublisher>(std::move(options));

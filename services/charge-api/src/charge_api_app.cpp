@@ -89,9 +89,9 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   c.instance_id = r.String("instance.id", DefaultInstanceId());
   c.lease = r.Duration("charge.lease", seconds{30}, seconds{1}, std::chrono::hours{1});
   // A live owner must never be taken over: its lease must outlast everything it may still be doing.
-  const auto busiest = c.acquirer.retry.total_budget + c.acquirer.request_timeout;
+  const auto busiest = c.acquirer.retry.backoff.budget + c.acquirer.request_timeout;
   if (c.lease <= busiest) {
-    throw config::ConfigError("charge.lease", "must be longer than acquirer.retry.total_budget + "
+    throw config::ConfigError("charge.lease", "must be longer than acquirer.retry.backoff.budget + "
                                               "acquirer.request_timeout (" + std::to_string(busiest.count()) +
                                               "ms), or a request still working could be taken over");
   }
@@ -118,10 +118,10 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   c.shutdown_deadline = r.Duration("shutdown.deadline", seconds{20}, milliseconds{100});
   // On SIGTERM a charge at work finishes its attempt in flight, or the backoff it is waiting out, then
   // records what it knows and gives its lease back: the drain must outlast both.
-  const auto longest_step = c.acquirer.request_timeout + c.acquirer.retry.max_delay;
+  const auto longest_step = c.acquirer.request_timeout + c.acquirer.retry.backoff.max;
   if (c.shutdown_deadline <= longest_step) {
     throw config::ConfigError("shutdown.deadline", "must be longer than acquirer.request_timeout + "
-                                                   "acquirer.retry.max_delay (" + std::to_string(longest_step.count()) +
+                                                   "acquirer.retry.backoff.max (" + std::to_string(longest_step.count()) +
                                                    "ms), or a charge at work could be cut off before it records "
                                                    "what the acquirer said");
   }
@@ -142,7 +142,7 @@ struct ChargeApiApp::Parts {
         store(charges::MakePgChargeStore(database)),
         background_work(asio::make_work_guard(background)),
         acquirer_client(background.get_executor(), config.acquirer),
-        policy(config.acquirer.retry, std::make_shared<acquirer::Mt19937RandomSource>()),
+        policy(config.acquirer.retry, std::make_shared<util::Mt19937RandomSource>()),
         service(*store, acquirer_client, policy, clock, probe,
                 {.instance_id = config.instance_id,
                  .lease = config.lease,
@@ -195,7 +195,7 @@ struct ChargeApiApp::Parts {
   asio::executor_work_guard<asio::io_context::executor_type> background_work;
   std::thread background_thread;
   acquirer::HttpAcquirerClient acquirer_client;
-  acquirer::AsioSteadyClock clock;
+  util::AsioClock clock;
   acquirer::RetryPolicy policy;
   ChargeService service;
   // API keys are looked up on connections of their own: a flood of unknown keys never waits for, or

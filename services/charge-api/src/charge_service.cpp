@@ -9,6 +9,7 @@
 #include "charge_outbox/db/retry.hpp"
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/log/log.hpp"
+#include "charge_outbox/retry/retryability.hpp"
 
 namespace charge_outbox::charge_api {
 namespace {
@@ -60,7 +61,7 @@ class AcquirerRunSlot {
 }  // namespace
 
 ChargeService::ChargeService(charges::ChargeStore& store, acquirer::AcquirerClient& acquirer,
-                             const acquirer::RetryPolicy& policy, acquirer::RetryClock& clock, ChargeApiProbe& probe,
+                             const acquirer::RetryPolicy& policy, util::Clock& clock, ChargeApiProbe& probe,
                              ChargeServiceOptions options)
     : store_(store), acquirer_(acquirer), policy_(policy), clock_(clock), probe_(probe), options_(std::move(options)) {}
 
@@ -101,11 +102,12 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
     const auto& e = begun.error();
     log::ScopedTraceId scope(cmd.trace.trace_id);
     spdlog::error("intent not written: database {}: {}", db::ToString(e.code), e.detail);
-    switch (e.code) {
-      case db::DbErrc::kUnavailable:
-      case db::DbErrc::kOverloaded:
-      case db::DbErrc::kInDoubt: co_return ToResponse(Unavailable(options_.unavailable_retry_after, e.detail));
-      case db::DbErrc::kFailed: co_return ToResponse(ApiError{ApiErrc::kInternal, e.detail});
+    // Trouble that may pass is 503 with Retry-After; a refused statement is our bug, 500.
+    switch (db::RetryabilityOf(e)) {
+      case retry::Retryability::kTransient:
+        co_return ToResponse(Unavailable(options_.unavailable_retry_after, e.detail));
+      case retry::Retryability::kDefinitive:  // no database error is an answer
+      case retry::Retryability::kNever: co_return ToResponse(ApiError{ApiErrc::kInternal, e.detail});
     }
   }
 

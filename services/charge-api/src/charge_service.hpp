@@ -61,7 +61,7 @@ struct CreateCharge {
 class ChargeService {
  public:
   ChargeService(charges::ChargeStore& store, acquirer::AcquirerClient& acquirer, const acquirer::RetryPolicy& policy,
-                acquirer::RetryClock& clock, ChargeApiProbe& probe, ChargeServiceOptions options);
+                util::Clock& clock, ChargeApiProbe& probe, ChargeServiceOptions options);
 
   boost::asio::awaitable<http::Response> Create(CreateCharge command);
   // Shutting down: a new charge is answered 503 before its intent, a charge at work stops retrying
@@ -101,7 +101,7 @@ class ChargeService {
   charges::ChargeStore& store_;
   acquirer::AcquirerClient& acquirer_;
   const acquirer::RetryPolicy& policy_;
-  acquirer::RetryClock& clock_;
+  util::Clock& clock_;
   ChargeApiProbe& probe_;
   ChargeServiceOptions options_;
   std::atomic<std::size_t> acquirer_runs_{0};

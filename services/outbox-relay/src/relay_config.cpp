@@ -8,6 +8,8 @@
 
 #include "charge_outbox/kafka/client_properties.hpp"
 #include "charge_outbox/log/log.hpp"
+#include "charge_outbox/retry/backoff.hpp"
+#include "relay_loop.hpp"
 
 namespace charge_outbox::outbox_relay {
 namespace {
@@ -94,12 +96,14 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   c.wake_delay = r.Duration("relay.wake_delay", milliseconds{5}, milliseconds{0}, seconds{1});
   c.idle_grace = r.Duration("relay.idle_grace", milliseconds{50}, milliseconds{0}, seconds{10});
   c.rebalance_interval = r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});
-  c.retry_backoff = r.Duration("relay.retry_backoff", milliseconds{200}, milliseconds{1}, std::chrono::minutes{1});
-  c.max_retry_backoff = r.Duration("relay.max_retry_backoff", seconds{5}, c.retry_backoff, std::chrono::minutes{10});
+  r.Renamed("relay.retry_backoff", "relay.backoff.base");
+  r.Renamed("relay.max_retry_backoff", "relay.backoff.max");
+  c.backoff =
+      retry::LoadBackoffOptions(r, "relay", RelayLoopOptions{}.backoff, milliseconds{1}, std::chrono::minutes{10});
   // Liveness: a loop is live while its steps end. The longest step a healthy loop takes is the longest of
   // its bounded waits; past that (with a margin) it is wedged and Kubernetes should restart it.
   const auto longest_step = std::max({c.database.call_timeout + c.poll_interval, c.kafka_delivery_deadline,
-                                      c.kafka_topic_timeout + seconds{1}, c.max_retry_backoff});
+                                      c.kafka_topic_timeout + seconds{1}, c.backoff.max});
   c.liveness_timeout = r.Duration("relay.liveness_timeout",
                                   std::max<milliseconds>(seconds{30}, longest_step + seconds{10}), milliseconds{100},
                                   std::chrono::hours{1});
@@ -108,7 +112,7 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
                               "must be longer than the longest step of a healthy relay loop (" +
                                   std::to_string(longest_step.count()) +
                                   "ms: the longest of database.call_timeout + relay.poll_interval, kafka.message_timeout "
-                                  "+ kafka.socket_timeout, kafka.topic_timeout + 1s, relay.max_retry_backoff), or a "
+                                  "+ kafka.socket_timeout, kafka.topic_timeout + 1s, relay.backoff.max), or a "
                                   "working relay would be restarted");
   }
 

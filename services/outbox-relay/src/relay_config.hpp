@@ -9,6 +9,7 @@
 #include "charge_outbox/db/database.hpp"
 #include "charge_outbox/http/server.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
+#include "charge_outbox/retry/backoff.hpp"
 
 namespace charge_outbox::outbox_relay {
 
@@ -40,8 +41,7 @@ struct RelayConfig {
   std::chrono::milliseconds wake_delay{};
   std::chrono::milliseconds idle_grace{};
   std::chrono::milliseconds rebalance_interval{};
-  std::chrono::milliseconds retry_backoff{};
-  std::chrono::milliseconds max_retry_backoff{};
+  retry::BackoffOptions backoff;  // relay.backoff.base, relay.backoff.max
   // /healthz answers 503 when a loop has not finished a step for this long (see RelayLoop::last_progress).
   std::chrono::milliseconds liveness_timeout{};
 

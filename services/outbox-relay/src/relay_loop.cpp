@@ -10,6 +10,7 @@
 
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/log/log.hpp"
+#include "charge_outbox/retry/retryability.hpp"
 
 namespace charge_outbox::outbox_relay {
 namespace {
@@ -144,8 +145,8 @@ RelayLoop::RelayLoop(outbox::RelaySession& session, kafka::EventPublisher& publi
 
 bool RelayLoop::EnsureTopic(const std::atomic<bool>& stop) {
   if (!options_.create_topic) return true;
-  auto backoff = options_.retry_backoff;
-  while (!stop.load()) {
+  const retry::Backoff backoff(options_.backoff);
+  for (int failures = 0; !stop.load(); ++failures) {
     Beat();
     const auto result =
         publisher_.EnsureTopic(options_.topic_partitions, options_.topic_replication_factor, options_.topic_timeout);
@@ -158,11 +159,11 @@ bool RelayLoop::EnsureTopic(const std::atomic<bool>& stop) {
                       result.detail);
         return false;
       case kafka::TopicErrc::kUnavailable:
-        spdlog::warn("creating the topic failed, trying again in {}ms: {}", backoff.count(), result.detail);
+        spdlog::warn("creating the topic failed, trying again in {}ms: {}", backoff.Ceiling(failures).count(),
+                     result.detail);
         break;
     }
-    SleepUnless(stop, backoff);
-    backoff = std::min(backoff * 2, options_.max_retry_backoff);
+    SleepUnless(stop, backoff.Ceiling(failures));
   }
   return true;
 }
@@ -172,13 +173,15 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
   std::vector<int> owned;
   auto next_rebalance = Clock::now();
   auto last_work = Clock::time_point{};  // when a claim last found events
-  auto backoff = options_.retry_backoff;
+  // Alone in its process, the loop waits the backoff's ceiling itself (retry/backoff.hpp says why).
+  const retry::Backoff backoff(options_.backoff);
+  int failures = 0;  // since the last success
+  auto wait_after_failure = [&] { SleepUnless(stop, backoff.Ceiling(failures++)); };
   auto failed = [&](const char* what, const outbox::DbError& error) {
     probe_.OnDatabaseError();
     spdlog::warn("{} failed ({}: {}), trying again in {}ms", what, db::ToString(error.code), error.detail,
-                 backoff.count());
-    SleepUnless(stop, backoff);
-    backoff = std::min(backoff * 2, options_.max_retry_backoff);
+                 backoff.Ceiling(failures).count());
+    wait_after_failure();
   };
 
   while (!stop.load()) {
@@ -199,7 +202,7 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
         continue;
       }
       next_rebalance = Clock::now();
-      backoff = options_.retry_backoff;
+      failures = 0;
     }
     if (Clock::now() >= next_rebalance) {
       auto assignment = session_.Rebalance();
@@ -265,11 +268,10 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
     }
     switch (PublishBatch(*batch, stop)) {
       case BatchOutcome::kDone:
-        backoff = options_.retry_backoff;
+        failures = 0;
         break;
       case BatchOutcome::kRetryLater:
-        SleepUnless(stop, backoff);
-        backoff = std::min(backoff * 2, options_.max_retry_backoff);
+        wait_after_failure();
         break;
       case BatchOutcome::kFatal:
         spdlog::error("kafka producer is unusable: {}; exiting so that a fresh process takes over",
@@ -333,11 +335,15 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
       continue;
     }
     const auto& result = results[i];
-    switch (result.status) {
-      case kafka::DeliveryStatus::kDelivered:
+    if (result.status == kafka::DeliveryStatus::kFatal) {  // the producer, not the message: the process restarts
+      fatal = true;
+      continue;
+    }
+    switch (kafka::RetryabilityOf(result.status)) {
+      case retry::Retryability::kDefinitive:
         delivered.push_back(&batch[i]);
         break;
-      case kafka::DeliveryStatus::kPermanent:
+      case retry::Retryability::kNever:
         // Parked, it stays unpublished: its charge's later events keep waiting behind it (a claim holds
         // a charge back from its parked event on), other charges flow.
         if (auto p = session_.Park(batch[i], result.error); p) {
@@ -351,13 +357,9 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
           probe_.OnDatabaseError();
         }
         break;
-      case kafka::DeliveryStatus::kRetriable:
-      case kafka::DeliveryStatus::kAbandoned:
+      case retry::Retryability::kTransient:
         if (first_error.empty()) first_error = result.error;
         ++retriable;
-        break;
-      case kafka::DeliveryStatus::kFatal:
-        fatal = true;
         break;
     }
   }

@@ -16,6 +16,7 @@
 
 #include "charge_outbox/kafka/event_publisher.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
+#include "charge_outbox/retry/backoff.hpp"
 #include "relay_probe.hpp"
 
 namespace charge_outbox::outbox_relay {
@@ -30,8 +31,8 @@ struct RelayLoopOptions {
   // loop arms its wake-ups and sleeps: under a steady flow it stays awake and writers never notify.
   std::chrono::milliseconds idle_grace{0};
   std::chrono::milliseconds rebalance_interval{1000};
-  std::chrono::milliseconds retry_backoff{200};
-  std::chrono::milliseconds max_retry_backoff{5000};
+  // After a failure (database, topic creation, a batch to send again): 200 ms doubling up to 5 s, unjittered.
+  retry::BackoffOptions backoff{std::chrono::milliseconds{200}, std::chrono::milliseconds{5000}};
   // ce_source of a row that records its producer: `<cloudevents_source_base>/<producer>`; of one that does not
   // (written before migration 0009, or by a session without an application_name): cloudevents_source.
   std::string cloudevents_source_base = "/charge-outbox";

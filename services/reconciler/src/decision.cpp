@@ -1,7 +1,6 @@
 #include "decision.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 namespace charge_outbox::reconciler {
 namespace {
@@ -33,13 +32,13 @@ milliseconds CapAtDeadline(milliseconds delay, milliseconds until_deadline) {
 }
 
 // No usable answer: wait and ask again, or escalate once the deadline has passed.
-Decision Unanswered(const LookupFacts& facts, const DecisionOptions& options, acquirer::RandomSource& random,
+Decision Unanswered(const LookupFacts& facts, const DecisionOptions& options, util::RandomSource& random,
                     std::string_view why) {
   if (facts.past_deadline) return Resolve(charges::UnconfirmedPastDeadline(), "deadline_unconfirmed");
   return Defer(CapAtDeadline(NextCheckDelay(facts.check_count, options, random), facts.until_deadline), true, why);
 }
 
-Decision NotFound(const LookupFacts& facts, const DecisionOptions& options, acquirer::RandomSource& random) {
+Decision NotFound(const LookupFacts& facts, const DecisionOptions& options, util::RandomSource& random) {
   const auto first = facts.first_not_found_at.value_or(facts.now);
   const auto waited = std::chrono::duration_cast<milliseconds>(facts.now - first);
   const bool conclusive = facts.not_found_looks >= options.min_not_found_looks && waited >= options.visibility_window;
@@ -75,7 +74,7 @@ std::string_view ToString(NotFoundPolicy policy) {
   return "?";
 }
 
-Decision DecideAfterLookup(const LookupFacts& facts, const DecisionOptions& options, acquirer::RandomSource& random) {
+Decision DecideAfterLookup(const LookupFacts& facts, const DecisionOptions& options, util::RandomSource& random) {
   const charges::RunFacts run{charges::RunKind::kLookup, facts.kind, facts.capture, facts.decline_code, false};
   const auto reading = charges::ReadRun(run, charges::ChargeFacts{facts.past_deadline, std::nullopt});
   switch (reading.finding) {
@@ -94,7 +93,7 @@ Decision DecideAfterLookup(const LookupFacts& facts, const DecisionOptions& opti
 }
 
 Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& options,
-                             acquirer::RandomSource& random) {
+                             util::RandomSource& random) {
   // A decline that a lookup cannot show becomes visible here: the acquirer replays it for the same key
   // and body. A 422 (our key already stands for another request) goes to review.
   const charges::RunFacts run{charges::RunKind::kCapture, facts.kind, facts.capture, facts.decline_code, false};
@@ -118,12 +117,8 @@ Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_
   return Resolve(reading.transition, reading.why);
 }
 
-milliseconds NextCheckDelay(int check_count, const DecisionOptions& options, acquirer::RandomSource& random) {
-  const double base = static_cast<double>(options.backoff_base.count());
-  const double cap = static_cast<double>(options.backoff_max.count());
-  const double ceiling = std::min(cap, base * std::exp2(std::clamp(check_count, 0, 62)));
-  const double delay = ceiling / 2 + random.NextUnit() * ceiling / 2;
-  return milliseconds{static_cast<std::int64_t>(delay)};
+milliseconds NextCheckDelay(int check_count, const DecisionOptions& options, util::RandomSource& random) {
+  return retry::Backoff(options.backoff).Delay(check_count, random);
 }
 
 }  // namespace charge_outbox::reconciler

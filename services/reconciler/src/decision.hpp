@@ -20,7 +20,8 @@
 #include <string_view>
 
 #include "charge_outbox/acquirer/model.hpp"
-#include "charge_outbox/acquirer/retry_policy.hpp"
+#include "charge_outbox/retry/backoff.hpp"
+#include "charge_outbox/util/random.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/charges/evidence.hpp"
 
@@ -44,8 +45,8 @@ struct DecisionOptions {
   std::chrono::milliseconds visibility_window{std::chrono::minutes{5}};   // how late a capture may show up
   NotFoundPolicy not_found_policy = NotFoundPolicy::kResubmit;
   int min_not_found_looks = 2;                                            // "never on a single look"
-  std::chrono::milliseconds backoff_base{std::chrono::seconds{30}};       // first delay after an unknown
-  std::chrono::milliseconds backoff_max{std::chrono::minutes{15}};        // cap on the delay
+  // The delay before the next look: 30 s doubling up to 15 min, with equal jitter (see NextCheckDelay).
+  retry::BackoffOptions backoff{std::chrono::seconds{30}, std::chrono::minutes{15}, retry::Jitter::kEqual};
 };
 
 enum class Step {
@@ -83,7 +84,7 @@ struct LookupFacts {
   charges::Timestamp now{};
 };
 
-Decision DecideAfterLookup(const LookupFacts& facts, const DecisionOptions& options, acquirer::RandomSource& random);
+Decision DecideAfterLookup(const LookupFacts& facts, const DecisionOptions& options, util::RandomSource& random);
 
 // What a capture with the same key (policy resubmit) showed.
 struct ResubmitFacts {
@@ -95,16 +96,16 @@ struct ResubmitFacts {
 };
 
 Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& options,
-                             acquirer::RandomSource& random);
+                             util::RandomSource& random);
 
 // What voiding `capture_id` with the charge's key showed (past the deadline).
 Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_id);
 
-// The delay before the next look after `check_count` earlier ones left the charge pending: exponential
-// (base * 2^check_count, capped) with equal jitter, uniform in [ceiling/2, ceiling): never near zero, so
-// a struggling acquirer is not asked again at once, and spread so charges that failed together do not
-// come back together.
+// The delay before the next look after `check_count` earlier ones left the charge pending: retry::Backoff
+// (base * 2^check_count, capped) with options.backoff's jitter, equal by default, uniform in
+// [ceiling/2, ceiling): never near zero, so a struggling acquirer is not asked again at once about the same
+// charge, and spread so charges that failed together do not come back together.
 std::chrono::milliseconds NextCheckDelay(int check_count, const DecisionOptions& options,
-                                         acquirer::RandomSource& random);
+                                         util::RandomSource& random);
 
 }  // namespace charge_outbox::reconciler

@@ -34,8 +34,8 @@ struct SweepDependencies {
   charges::ReconciliationStore& store;
   acquirer::AcquirerClient& acquirer;
   const acquirer::RetryPolicy& policy;
-  acquirer::RetryClock& clock;
-  acquirer::RandomSource& random;  // jitter of the next check
+  util::Clock& clock;
+  util::RandomSource& random;  // jitter of the next check
 };
 
 class PendingSweep {

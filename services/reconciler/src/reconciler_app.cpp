@@ -64,7 +64,7 @@ struct ReconcilerApp::Parts {
         charges(charges::MakePgChargeStore(database)),
         store(charges::MakePgReconciliationStore(database)),
         acquirer_client(io.get_executor(), config.acquirer),
-        policy(config.acquirer.retry, std::make_shared<acquirer::Mt19937RandomSource>()),
+        policy(config.acquirer.retry, std::make_shared<util::Mt19937RandomSource>()),
         owner_id("reconciler/" + config.instance_id + "/" + acquirer::NewRequestId()) {}
 
   // Logs the summary line, pushes the metrics, and turns the run into an exit status.
@@ -95,9 +95,9 @@ struct ReconcilerApp::Parts {
   std::unique_ptr<charges::ChargeStore> charges;
   std::unique_ptr<charges::ReconciliationStore> store;
   acquirer::HttpAcquirerClient acquirer_client;
-  acquirer::AsioSteadyClock clock;
+  util::AsioClock clock;
   acquirer::RetryPolicy policy;
-  acquirer::Mt19937RandomSource jitter;
+  util::Mt19937RandomSource jitter;
   ReconcilerProbe probe;
   std::string owner_id;
 };

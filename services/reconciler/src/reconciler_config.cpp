@@ -36,10 +36,10 @@ ReconcilerConfig LoadConfig(config::ConfigReader& r) {
   s.claim_lease = r.Duration("reconciler.claim_lease", seconds{90}, seconds{1}, std::chrono::hours{1});
   // One charge may need two acquirer operations (lookup, then capture or void), each up to the retry
   // budget plus one call timeout; the lease is renewed before the second, so it must cover one with room.
-  const auto one_operation = c.acquirer.retry.total_budget + c.acquirer.request_timeout;
+  const auto one_operation = c.acquirer.retry.backoff.budget + c.acquirer.request_timeout;
   if (s.claim_lease < 2 * one_operation) {
     throw config::ConfigError("reconciler.claim_lease",
-                              "must be at least twice acquirer.retry.total_budget + acquirer.request_timeout (" +
+                              "must be at least twice acquirer.retry.backoff.budget + acquirer.request_timeout (" +
                                   std::to_string(2 * one_operation.count()) +
                                   "ms), or a claim could expire while its charge is being worked on");
   }
@@ -57,12 +57,8 @@ ReconcilerConfig LoadConfig(config::ConfigReader& r) {
   d.not_found_policy = policy == "fail"     ? NotFoundPolicy::kFail
                        : policy == "review" ? NotFoundPolicy::kReview
                                             : NotFoundPolicy::kResubmit;
-  d.backoff_base = r.Duration("reconciler.backoff.base", seconds{30}, milliseconds{1}, std::chrono::hours{1});
-  d.backoff_max = r.Duration("reconciler.backoff.max", std::chrono::minutes{15}, milliseconds{1},
-                             std::chrono::hours{24});
-  if (d.backoff_max < d.backoff_base) {
-    throw config::ConfigError("reconciler.backoff.max", "must not be shorter than reconciler.backoff.base");
-  }
+  d.backoff =
+      retry::LoadBackoffOptions(r, "reconciler", DecisionOptions{}.backoff, milliseconds{1}, std::chrono::hours{24});
 
   c.database_pool_size = static_cast<std::size_t>(
       r.Integer("database.pool_size", static_cast<std::int64_t>(s.concurrency) + 2, 1, 512));

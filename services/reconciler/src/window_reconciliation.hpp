@@ -30,7 +30,7 @@ struct WindowDependencies {
   charges::ReconciliationStore& store;
   acquirer::AcquirerClient& acquirer;
   const acquirer::RetryPolicy& policy;
-  acquirer::RetryClock& clock;
+  util::Clock& clock;
 };
 
 struct WindowOptions {

@@ -23,11 +23,11 @@ ProjectionConfig LoadConfig(config::ConfigReader& r) {
   c.inbox = inbox::LoadInboxOptions(r, "settlement-projection");
   c.database_pool_size = static_cast<std::size_t>(r.Integer("database.pool_size", 4, 1, 256));
   // A healthy loop's longest step: a database call that times out, then the longest backoff.
-  const auto longest_step = c.inbox.database.call_timeout + c.inbox.max_retry_backoff + c.inbox.poll_timeout;
+  const auto longest_step = c.inbox.database.call_timeout + c.inbox.backoff.max + c.inbox.poll_timeout;
   c.liveness_timeout = r.Duration("inbox.liveness_timeout", seconds{60}, seconds{1});
   if (c.liveness_timeout <= longest_step) {
     throw config::ConfigError("inbox.liveness_timeout",
-                              "must be longer than database.call_timeout + inbox.max_retry_backoff + inbox.poll_timeout (" +
+                              "must be longer than database.call_timeout + inbox.backoff.max + inbox.poll_timeout (" +
                                   std::to_string(longest_step.count()) + "ms), or a working consumer would be restarted");
   }
   c.shutdown_deadline = r.Duration("shutdown.deadline", seconds{10}, milliseconds{100});

@@ -243,8 +243,9 @@ TEST_F(AcquirerClientE2E, FiftyConcurrentCapturesWithOneKeyMakeOneCapture) {
   // Latency keeps the first capture in flight while the others arrive: they get 409 and the policy
   // retries them (same key, Retry-After: 1) until the acquirer replays the one capture.
   SetFaults(R"({"latency": {"distribution": "fixed", "ms": 300}})");
-  const RetryPolicy policy(RetryPolicyOptions{10, 100ms, 1s, 20s}, std::make_shared<Mt19937RandomSource>());
-  AsioSteadyClock clock;
+  const RetryPolicy policy(RetryPolicyOptions{10, {100ms, 1s, retry::Jitter::kFull, 20s}},
+                           std::make_shared<util::Mt19937RandomSource>());
+  util::AsioClock clock;
   const auto request = Request("m1:fifty", "ch_50");
   std::vector<std::future<RetryRun>> runs;
   for (int i = 0; i < 50; ++i) {
@@ -298,8 +299,9 @@ TEST_F(AcquirerClientE2E, ListByWindowFollowsEveryPage) {
     ASSERT_EQ(outcome.kind, OutcomeKind::kCaptured);
     made.insert(outcome.capture->id);
   }
-  const RetryPolicy policy(RetryPolicyOptions{3, 50ms, 200ms, 5s}, std::make_shared<Mt19937RandomSource>());
-  AsioSteadyClock clock;
+  const RetryPolicy policy(RetryPolicyOptions{3, {50ms, 200ms, retry::Jitter::kFull, 5s}},
+                           std::make_shared<util::Mt19937RandomSource>());
+  util::AsioClock clock;
   ListWindow window{from, std::chrono::system_clock::now() + 1min, 2};
   const auto listed = Await(ListByWindow(*client_, window, policy, clock));
   EXPECT_EQ(listed.end, ListEnd::kComplete);

@@ -55,9 +55,10 @@ TEST(LoadAcquirerClientConfig, DefaultsWithOnlyUrlAndKey) {
   EXPECT_EQ(c.max_connections, 16u);
   EXPECT_TRUE(c.tls_verify);
   EXPECT_EQ(c.retry.max_attempts, 4);
-  EXPECT_EQ(c.retry.base_delay, milliseconds{1000});
-  EXPECT_EQ(c.retry.max_delay, milliseconds{8000});
-  EXPECT_EQ(c.retry.total_budget, milliseconds{15000});
+  EXPECT_EQ(c.retry.backoff.base, milliseconds{1000});
+  EXPECT_EQ(c.retry.backoff.max, milliseconds{8000});
+  EXPECT_EQ(c.retry.backoff.budget, milliseconds{15000});
+  EXPECT_EQ(c.retry.backoff.jitter, retry::Jitter::kFull);
   EXPECT_NO_THROW(reader.RejectUnknownKeys());
 }
 
@@ -78,9 +79,10 @@ acquirer:
     page_limit: 50
   retry:
     max_attempts: 6
-    base_delay: 200ms
-    max_delay: 2s
-    total_budget: 20s
+    backoff:
+      base: 200ms
+      max: 2s
+      budget: 20s
 )", Env({{"ACQUIRER_API_KEY", "sk_live_x"}, {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"}}));
   const auto c = LoadAcquirerClientConfig(reader);
   EXPECT_EQ(c.connect_timeout, milliseconds{500});
@@ -91,9 +93,9 @@ acquirer:
   EXPECT_EQ(c.tls_ca_file, "/etc/ssl/acquirer.pem");
   EXPECT_EQ(c.list_page_limit, 50);
   EXPECT_EQ(c.retry.max_attempts, 2);  // the environment wins
-  EXPECT_EQ(c.retry.base_delay, milliseconds{200});
-  EXPECT_EQ(c.retry.max_delay, milliseconds{2000});
-  EXPECT_EQ(c.retry.total_budget, milliseconds{20000});
+  EXPECT_EQ(c.retry.backoff.base, milliseconds{200});
+  EXPECT_EQ(c.retry.backoff.max, milliseconds{2000});
+  EXPECT_EQ(c.retry.backoff.budget, milliseconds{20000});
   EXPECT_NO_THROW(reader.RejectUnknownKeys());
 }
 
@@ -110,9 +112,29 @@ TEST(LoadAcquirerClientConfig, ErrorsNameTheKey) {
   EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n", {}), "acquirer.api_key");
   EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n  pool:\n    max_connections: 0\n", key),
             "acquirer.pool.max_connections");
-  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n  retry:\n    base_delay: 5s\n    max_delay: 1s\n", key),
-            "acquirer.retry.max_delay");
+  EXPECT_EQ(
+      KeyOfError("acquirer:\n  url: http://host\n  retry:\n    backoff:\n      base: 5s\n      max: 1s\n", key),
+      "acquirer.retry.backoff.max");
   EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n  tls:\n    ca_file: /x.pem\n", key), "acquirer.tls.ca_file");
+}
+
+TEST(LoadAcquirerClientConfig, TheOldBackoffKeysAreRefusedNamingTheNewOnes) {
+  const std::map<std::string, std::string> key{{"ACQUIRER_API_KEY", "k"}};
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n  retry:\n    base_delay: 1s\n", key),
+            "acquirer.retry.base_delay");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n  retry:\n    max_delay: 8s\n", key),
+            "acquirer.retry.max_delay");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://host\n",
+                       {{"ACQUIRER_API_KEY", "k"}, {"ACQUIRER_RETRY_TOTAL_BUDGET", "9s"}}),
+            "acquirer.retry.total_budget");
+  auto reader = ConfigReader::FromString("acquirer:\n  url: http://host\n  retry:\n    total_budget: 9s\n", Env(key));
+  try {
+    LoadAcquirerClientConfig(reader);
+    ADD_FAILURE() << "acquirer.retry.total_budget accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_THAT(e.problem(), ::testing::HasSubstr("acquirer.retry.backoff.budget"));
+    EXPECT_THAT(e.problem(), ::testing::HasSubstr("ACQUIRER_RETRY_BACKOFF_BUDGET"));
+  }
 }
 
 TEST(LoadAcquirerClientConfig, TheApiKeyIsRefusedInTheFile) {

@@ -10,9 +10,17 @@ namespace charge_outbox::acquirer {
 
 inline void PrintTo(OutcomeKind v, std::ostream* os) { *os << ToString(v); }
 inline void PrintTo(EvidenceClass v, std::ostream* os) { *os << ToString(v); }
-inline void PrintTo(Retryability v, std::ostream* os) { *os << ToString(v); }
 inline void PrintTo(TransportStatus v, std::ostream* os) { *os << ToString(v); }
 inline void PrintTo(Operation v, std::ostream* os) { *os << ToString(v); }
 inline void PrintTo(RetryVerdict v, std::ostream* os) { *os << ToString(v); }
 
+// The acquirer's suites name the common retryability vocabulary as the outcome's own.
+using retry::Retryability;
+
 }  // namespace charge_outbox::acquirer
+
+namespace charge_outbox::retry {
+
+inline void PrintTo(Retryability v, std::ostream* os) { *os << ToString(v); }
+
+}  // namespace charge_outbox::retry

@@ -19,7 +19,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::FakeRetryClock;
+using testing::FakeClock;
 using testing::OutcomeOf;
 using testing::RunSync;
 using testing::ScriptedAcquirerClient;
@@ -28,7 +28,7 @@ using Step = ScriptedAcquirerClient::Step;
 
 RetryPolicyOptions Options(int max_attempts = 4, milliseconds base = milliseconds{1000},
                            milliseconds cap = milliseconds{8000}, milliseconds budget = milliseconds{15000}) {
-  return RetryPolicyOptions{max_attempts, base, cap, budget};
+  return RetryPolicyOptions{max_attempts, {base, cap, retry::Jitter::kFull, budget}};
 }
 
 RetryPolicy PolicyWith(std::vector<double> randoms, RetryPolicyOptions options = Options()) {
@@ -70,7 +70,7 @@ TEST(RetryPolicy, FullJitterSpansZeroToTheCeiling) {
 }
 
 TEST(RetryPolicy, RealRandomDelaysStayWithinTheirBounds) {
-  auto random = std::make_shared<Mt19937RandomSource>();
+  auto random = std::make_shared<util::Mt19937RandomSource>();
   SCOPED_TRACE("seed " + std::to_string(random->seed()));
   const RetryPolicy policy(Options(10, milliseconds{100}, milliseconds{1600}, seconds{3600}), random);
   std::set<milliseconds::rep> seen;
@@ -177,7 +177,7 @@ class RecordingObserver final : public AttemptObserver {
 
 TEST(RunWithRetries, RetriesTransientFailuresWithTheSameKeyAndFreshRequestIds) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kNotSent), milliseconds{5}},
                                  Step{OutcomeOf(OutcomeKind::kTimedOut), milliseconds{2000}},
                                  Step{OutcomeOf(OutcomeKind::kCaptured), milliseconds{40}}},
@@ -214,7 +214,7 @@ TEST(RunWithRetries, RetriesTransientFailuresWithTheSameKeyAndFreshRequestIds) {
 
 TEST(RunWithRetries, UsesTheRequestIdRecordedBeforeTheRunForTheFirstAttemptOnly) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kTimedOut)}, Step{OutcomeOf(OutcomeKind::kCaptured)}});
   const auto run = RunSync(io, RunWithRetries(
                                    PolicyWith({0.0}), clock,
@@ -229,7 +229,7 @@ TEST(RunWithRetries, UsesTheRequestIdRecordedBeforeTheRunForTheFirstAttemptOnly)
 
 TEST(RunWithRetries, NeverRetriesADecline) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kDeclined)}});
   const auto run = RunSync(io, CaptureWithRetries(client, kRequest, PolicyWith({0.0}), clock));
   EXPECT_EQ(run.attempts.size(), 1u);
@@ -254,7 +254,7 @@ TEST(RunWithRetries, ARunWaitingOutABackoffWhenRetryingStopsEndsWithoutAnotherAt
   boost::asio::io_context io;
   const auto policy = PolicyWith({0.5});
   // The clock's sleep is where SIGTERM lands: the run wakes to a stopped policy.
-  class StoppingClock final : public RetryClock {
+  class StoppingClock final : public util::Clock {
    public:
     explicit StoppingClock(const RetryPolicy& policy) : policy_(policy) {}
     std::chrono::steady_clock::time_point SteadyNow() override { return inner_.SteadyNow(); }
@@ -266,7 +266,7 @@ TEST(RunWithRetries, ARunWaitingOutABackoffWhenRetryingStopsEndsWithoutAnotherAt
 
    private:
     const RetryPolicy& policy_;
-    FakeRetryClock inner_;
+    FakeClock inner_;
   } clock(policy);
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kTimedOut)}, Step{OutcomeOf(OutcomeKind::kCaptured)}});
   const auto run = RunSync(io, CaptureWithRetries(client, kRequest, policy, clock));
@@ -277,7 +277,7 @@ TEST(RunWithRetries, ARunWaitingOutABackoffWhenRetryingStopsEndsWithoutAnotherAt
 
 TEST(RunWithRetries, NeverRetriesAContractError) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kNotSent)}, Step{OutcomeOf(OutcomeKind::kContractError)}});
   const auto run = RunSync(io, CaptureWithRetries(client, kRequest, PolicyWith({0.0}), clock));
   EXPECT_EQ(run.attempts.size(), 2u);
@@ -288,7 +288,7 @@ TEST(RunWithRetries, NeverRetriesAContractError) {
 
 TEST(RunWithRetries, AttemptsExhaustedAfterUnknownsStaysUnknown) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kTimedOut)}, Step{OutcomeOf(OutcomeKind::kNotSent)},
                                  Step{OutcomeOf(OutcomeKind::kNotSent)}});
   const auto run = RunSync(io, CaptureWithRetries(client, kRequest, PolicyWith({0.0}, Options(3)), clock));
@@ -301,7 +301,7 @@ TEST(RunWithRetries, AttemptsExhaustedAfterUnknownsStaysUnknown) {
 
 TEST(RunWithRetries, OnlyNotSentAttemptsProveNothingWasSent) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kNotSent)}, Step{OutcomeOf(OutcomeKind::kNotSent)}});
   const auto run = RunSync(io, CaptureWithRetries(client, kRequest, PolicyWith({0.0}, Options(2)), clock));
   EXPECT_EQ(run.evidence(), EvidenceClass::kNotSent);
@@ -309,7 +309,7 @@ TEST(RunWithRetries, OnlyNotSentAttemptsProveNothingWasSent) {
 
 TEST(RunWithRetries, ADeclineAfterAnUnknownSettlesIt) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kConnectionDropped)}, Step{OutcomeOf(OutcomeKind::kDeclined)}});
   const auto run = RunSync(io, CaptureWithRetries(client, kRequest, PolicyWith({0.0}), clock));
   EXPECT_EQ(run.evidence(), EvidenceClass::kDeclined);
@@ -317,7 +317,7 @@ TEST(RunWithRetries, ADeclineAfterAnUnknownSettlesIt) {
 
 TEST(RunWithRetries, RetryAfterBeyondTheBudgetStopsWithoutSleeping) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kThrottled, seconds{60})}});
   const auto run = RunSync(io, CaptureWithRetries(client, kRequest, PolicyWith({0.0}), clock));
   EXPECT_EQ(run.attempts.size(), 1u);
@@ -327,7 +327,7 @@ TEST(RunWithRetries, RetryAfterBeyondTheBudgetStopsWithoutSleeping) {
 
 TEST(RunWithRetries, BudgetCountsTheTimeAttemptsTake) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   // Each attempt times out after 6 s, and the budget (15 s) counts that time, not only the waits.
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kTimedOut), seconds{6}},
                                  Step{OutcomeOf(OutcomeKind::kTimedOut), seconds{6}},
@@ -344,7 +344,7 @@ TEST(RunWithRetries, BudgetCountsTheTimeAttemptsTake) {
 
 TEST(RunWithRetries, LookupAndVoidKeepTheirKeys) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{OutcomeOf(OutcomeKind::kServerError)}, Step{OutcomeOf(OutcomeKind::kNotFound)},
                                  Step{OutcomeOf(OutcomeKind::kInFlight)}, Step{OutcomeOf(OutcomeKind::kVoided)}});
   const auto lookup = RunSync(io, LookupWithRetries(client, LookupRequest{"k-1", std::nullopt}, PolicyWith({0.0}), clock));
@@ -370,7 +370,7 @@ AttemptOutcome Page(std::vector<std::string> ids, std::optional<std::string> nex
 
 TEST(ListByWindow, FollowsPageTokensToTheEnd) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{Page({"a", "b"}, "p2")}, Step{OutcomeOf(OutcomeKind::kThrottled)},
                                  Step{Page({"c"}, "p3")}, Step{Page({}, std::nullopt)}});
   const auto result = RunSync(io, ListByWindow(client, ListWindow{}, PolicyWith({0.0}), clock));
@@ -385,7 +385,7 @@ TEST(ListByWindow, FollowsPageTokensToTheEnd) {
 
 TEST(ListByWindow, AFailedPageIsNeverAComplete) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{Page({"a"}, "p2")}, Step{OutcomeOf(OutcomeKind::kContractError)}});
   const auto result = RunSync(io, ListByWindow(client, ListWindow{}, PolicyWith({0.0}), clock));
   EXPECT_EQ(result.end, ListEnd::kPageFailed);
@@ -396,7 +396,7 @@ TEST(ListByWindow, AFailedPageIsNeverAComplete) {
 
 TEST(ListByWindow, ARepeatedTokenStopsInsteadOfLooping) {
   boost::asio::io_context io;
-  FakeRetryClock clock;
+  FakeClock clock;
   ScriptedAcquirerClient client({Step{Page({"a"}, "p2")}, Step{Page({"b"}, "p2")}});
   const auto result = RunSync(io, ListByWindow(client, ListWindow{}, PolicyWith({0.0}), clock));
   EXPECT_EQ(result.end, ListEnd::kTokenRepeated);

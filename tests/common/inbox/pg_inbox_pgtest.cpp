@@ -365,7 +365,7 @@ TEST_F(PgInboxTest, TwoInstancesApplyingTheSameChargesAtOnceApplyEachEventOnceIn
       for (int attempt = 0;; ++attempt) {
         auto result = inbox->Apply(batch, {}, handler_, kWaitLong, kRetentionDays);
         if (result) break;
-        if (!db::IsTransient(result.error()) || attempt == 20) {
+        if (!retry::IsTransient(db::RetryabilityOf(result.error())) || attempt == 20) {
           ADD_FAILURE() << "batch failed: " << db::ToString(result.error().code) << ": " << result.error().detail;
           break;
         }

@@ -21,7 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using acquirer::OutcomeKind;
-using acquirer::testing::FakeRetryClock;
+using acquirer::testing::FakeClock;
 using acquirer::testing::OutcomeOf;
 using acquirer::testing::ScriptedAcquirerClient;
 using acquirer::testing::ScriptedRandom;
@@ -101,10 +101,10 @@ class ChargeServiceTest : public ::testing::Test {
     table_.AddEvent(row);
   }
 
-  FakeRetryClock clock_;
+  FakeClock clock_;
   FakeChargeTable table_{[this] { return clock_.WallNow(); }};
   FakeChargeStore store_{table_};
-  acquirer::RetryPolicy policy_{acquirer::RetryPolicyOptions{2, 100ms, 200ms, 1s},
+  acquirer::RetryPolicy policy_{acquirer::RetryPolicyOptions{2, {100ms, 200ms, retry::Jitter::kFull, 1s}},
                                 std::make_shared<ScriptedRandom>(std::vector<double>{0.5})};
   std::shared_ptr<metrics::Registry> registry_ = metrics::NewRegistry();
   ChargeApiProbe probe_{*registry_};

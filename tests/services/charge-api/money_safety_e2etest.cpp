@@ -123,9 +123,9 @@ class MoneySafetyE2E : public ::testing::Test {
                    {"ACQUIRER_API_KEY", kAcquirerKey},
                    {"ACQUIRER_REQUEST_TIMEOUT", "500ms"},
                    {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
-                   {"ACQUIRER_RETRY_BASE_DELAY", "50ms"},
-                   {"ACQUIRER_RETRY_MAX_DELAY", "100ms"},
-                   {"ACQUIRER_RETRY_TOTAL_BUDGET", "500ms"},
+                   {"ACQUIRER_RETRY_BACKOFF_BASE", "50ms"},
+                   {"ACQUIRER_RETRY_BACKOFF_MAX", "100ms"},
+                   {"ACQUIRER_RETRY_BACKOFF_BUDGET", "500ms"},
                    {"RECONCILER_GRACE_PERIOD", "0s"},
                    {"RECONCILER_CLAIM_LEASE", "2s"},
                    {"RECONCILER_BACKOFF_BASE", "100ms"},
@@ -333,7 +333,7 @@ TEST_F(MoneySafetyE2E, AFirstOwnerWakingWithNothingSentNeverFailsACaptureInProgr
   StartAcquirer();
   SetFaults(R"({"latency": {"distribution": "fixed", "ms": 5000}, "apply_to": ["capture"]})");
   auto retrying = StartApi({{"ACQUIRER_REQUEST_TIMEOUT", "6s"},
-                            {"ACQUIRER_RETRY_TOTAL_BUDGET", "200ms"},
+                            {"ACQUIRER_RETRY_BACKOFF_BUDGET", "200ms"},
                             {"CHARGE_LEASE", "6500ms"},
                             {"SHUTDOWN_DEADLINE", "7s"}});
   const auto second = Post(*retrying, "d5-api");
@@ -437,7 +437,7 @@ TEST_F(MoneySafetyE2E, ATakeoverKeepsItsLeaseAcrossLookupAndCapture) {
   ASSERT_TRUE(Eventually([&] { return Field("d9", "lease_expires_at < now()") == "t"; }, 8s));
   SetFaults(R"({"latency": {"distribution": "fixed", "ms": 2800}, "apply_to": ["capture", "lookup"]})");
   const EnvChanges slow{{"ACQUIRER_REQUEST_TIMEOUT", "3200ms"},
-                        {"ACQUIRER_RETRY_TOTAL_BUDGET", "200ms"},
+                        {"ACQUIRER_RETRY_BACKOFF_BUDGET", "200ms"},
                         {"CHARGE_LEASE", "3500ms"},
                         {"SHUTDOWN_DEADLINE", "4s"}};
   auto api = StartApi(slow);

@@ -41,7 +41,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 const EnvChanges kShortDeadlines{{"DATABASE_CONNECT_TIMEOUT", "2s"}, {"DATABASE_STATEMENT_TIMEOUT", "1s"},
                                  {"DATABASE_CALL_TIMEOUT", "2s"},    {"DATABASE_KEEPALIVES_IDLE", "1s"},
                                  {"DATABASE_KEEPALIVES_INTERVAL", "1s"}, {"DATABASE_TCP_USER_TIMEOUT", "3s"},
-                                 {"RELAY_MAX_RETRY_BACKOFF", "500ms"}};
+                                 {"RELAY_BACKOFF_MAX", "500ms"}};
 
 EnvChanges With(EnvChanges env, const EnvChanges& more) {
   for (const auto& [k, v] : more) env[k] = v;

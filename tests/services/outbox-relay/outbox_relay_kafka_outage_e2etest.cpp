@@ -23,7 +23,7 @@ TEST(OutboxRelayKafkaOutageE2E, KafkaStoppedFor30SecondsLosesNothingAndTheLagRec
   broker.Start();
   ::setenv("KAFKA_BOOTSTRAP_SERVERS", broker.bootstrap().c_str(), 1);  // KafkaTestTopic and the relay use it
   RelayE2E fixture("KafkaStoppedFor30Seconds", 3);
-  auto relay = fixture.StartRelay({{"KAFKA_MESSAGE_TIMEOUT", "10s"}, {"RELAY_MAX_RETRY_BACKOFF", "1s"}});
+  auto relay = fixture.StartRelay({{"KAFKA_MESSAGE_TIMEOUT", "10s"}, {"RELAY_BACKOFF_MAX", "1s"}});
   auto before = WriteChargeEvents(fixture.db().url(), 200, 2);
   ASSERT_TRUE(Eventually([&] { return Unpublished(fixture.db()) == 0; }, 60s)) << relay->Output();
 

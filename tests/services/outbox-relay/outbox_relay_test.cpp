@@ -211,7 +211,7 @@ TEST(RelayConfigTest, DeadlinesAndTheLivenessTimeoutDerivedFromThem) {
 
   auto shorter = config::ConfigReader::FromString(
       "kafka:\n  message_timeout: 2s\n  socket_timeout: 2s\n  topic_timeout: 1s\ndatabase:\n  call_timeout: 2s\n"
-      "  statement_timeout: 1s\nrelay:\n  max_retry_backoff: 1s\n  liveness_timeout: 5s\n",
+      "  statement_timeout: 1s\nrelay:\n  backoff:\n    max: 1s\n  liveness_timeout: 5s\n",
       Env(base));
   const auto s = LoadConfig(shorter, true);
   EXPECT_EQ(s.liveness_timeout, std::chrono::seconds{5});
@@ -228,6 +228,37 @@ TEST(RelayConfigTest, DeadlinesAndTheLivenessTimeoutDerivedFromThem) {
   };
   refused("relay:\n  liveness_timeout: 20s\n", "relay.liveness_timeout");  // below the Kafka delivery deadline
   refused("database:\n  call_timeout: 1s\n", "database.call_timeout");    // below the statement timeout
+}
+
+// The backoff keys are spelled `relay.backoff.*` like every daemon's; the old spellings fail at start,
+// naming the new key, instead of being ignored for the default.
+TEST(RelayConfigTest, BackoffKeysAndTheirOldSpellingsRefused) {
+  const std::map<std::string, std::string> base{{"DATABASE_URL", "postgresql://db/x"},
+                                                {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}};
+  auto defaults = config::ConfigReader::FromString("", Env(base));
+  const auto d = LoadConfig(defaults, true);
+  EXPECT_EQ(d.backoff.base, std::chrono::milliseconds{200});
+  EXPECT_EQ(d.backoff.max, std::chrono::seconds{5});
+  auto set = config::ConfigReader::FromString("relay:\n  backoff:\n    base: 50ms\n    max: 2s\n", Env(base));
+  const auto c = LoadConfig(set, true);
+  EXPECT_EQ(c.backoff.base, std::chrono::milliseconds{50});
+  EXPECT_EQ(c.backoff.max, std::chrono::seconds{2});
+
+  auto refused = [&](const std::string& yaml, std::map<std::string, std::string> env, const std::string& old_key,
+                     const std::string& new_key) {
+    env.insert(base.begin(), base.end());
+    auto reader = config::ConfigReader::FromString(yaml, Env(env));
+    try {
+      LoadConfig(reader, true);
+      ADD_FAILURE() << old_key << " accepted";
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(e.key(), old_key);
+      EXPECT_THAT(e.problem(), ::testing::HasSubstr(new_key));
+    }
+  };
+  refused("relay:\n  retry_backoff: 100ms\n", {}, "relay.retry_backoff", "relay.backoff.base");
+  refused("", {{"RELAY_MAX_RETRY_BACKOFF", "1s"}}, "relay.max_retry_backoff", "relay.backoff.max");
+  refused("relay:\n  backoff:\n    base: 2s\n    max: 1s\n", {}, "relay.backoff.max", "relay.backoff.base");
 }
 
 }  // namespace

@@ -137,7 +137,7 @@ TEST(ReconcilerConfigTest, DefaultsMatchTheIssueAndTheLocalStackOverride) {
   env["RECONCILER_NOT_FOUND_POLICY"] = "review";
   auto review = Reader(env);
   EXPECT_EQ(LoadConfig(review).sweep.decision.not_found_policy, NotFoundPolicy::kReview);
-  EXPECT_EQ(o.sweep.decision.backoff_base, 200ms);
+  EXPECT_EQ(o.sweep.decision.backoff.base, 200ms);
 }
 
 TEST(ReconcilerConfigTest, InconsistentValuesNameTheirKey) {
@@ -154,7 +154,7 @@ TEST(ReconcilerConfigTest, InconsistentValuesNameTheirKey) {
   };
   EXPECT_EQ(key_of({{"RECONCILER_CLAIM_LEASE", "40s"}}), "reconciler.claim_lease");  // < 2 * (15 s + 10 s)
   EXPECT_EQ(key_of({{"RECONCILER_CLAIM_LEASE", "40s"}, {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
-                    {"ACQUIRER_RETRY_TOTAL_BUDGET", "2s"}}),
+                    {"ACQUIRER_RETRY_BACKOFF_BUDGET", "2s"}}),
             "accepted");
   EXPECT_EQ(key_of({{"RECONCILER_VISIBILITY_WINDOW", "2h"}}), "reconciler.visibility_window");
   EXPECT_EQ(key_of({{"RECONCILER_NOT_FOUND_POLICY", "guess"}}), "reconciler.not_found_policy");

@@ -10,7 +10,7 @@ using namespace std::chrono_literals;
 using acquirer::OutcomeKind;
 using charges::ChargeStatus;
 
-class FixedRandom final : public acquirer::RandomSource {
+class FixedRandom final : public util::RandomSource {
  public:
   explicit FixedRandom(double value) : value_(value) {}
   double NextUnit() override { return value_; }

@@ -16,7 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using acquirer::OutcomeKind;
-using acquirer::testing::FakeRetryClock;
+using acquirer::testing::FakeClock;
 using acquirer::testing::OutcomeOf;
 using acquirer::testing::ScriptedAcquirerClient;
 using acquirer::testing::ScriptedRandom;
@@ -64,11 +64,11 @@ class PendingSweepTest : public ::testing::Test {
   }
 
   static constexpr const char* kOwner = "reconciler/test/run";
-  FakeRetryClock clock_;
+  FakeClock clock_;
   FakeChargeTable table_{[this] { return clock_.WallNow(); }};
   FakeChargeStore charges_{table_};
   FakeReconciliationStore store_{table_};
-  acquirer::RetryPolicy policy_{acquirer::RetryPolicyOptions{2, 100ms, 200ms, 1s},
+  acquirer::RetryPolicy policy_{acquirer::RetryPolicyOptions{2, {100ms, 200ms, retry::Jitter::kFull, 1s}},
                                 std::make_shared<ScriptedRandom>(std::vector<double>{0.5})};
   ScriptedRandom jitter_{{0.5}};
   SweepOptions options_;

@@ -70,9 +70,9 @@ class ReconcilerE2E : public ::testing::Test {
                    {"ACQUIRER_API_KEY", kAcquirerKey},
                    {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
                    {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
-                   {"ACQUIRER_RETRY_BASE_DELAY", "50ms"},
-                   {"ACQUIRER_RETRY_MAX_DELAY", "100ms"},
-                   {"ACQUIRER_RETRY_TOTAL_BUDGET", "1s"},
+                   {"ACQUIRER_RETRY_BACKOFF_BASE", "50ms"},
+                   {"ACQUIRER_RETRY_BACKOFF_MAX", "100ms"},
+                   {"ACQUIRER_RETRY_BACKOFF_BUDGET", "1s"},
                    {"RECONCILER_GRACE_PERIOD", "1s"},
                    {"RECONCILER_CLAIM_LEASE", "4s"},
                    {"RECONCILER_BACKOFF_BASE", "100ms"},
@@ -503,7 +503,7 @@ TEST_F(ReconcilerE2E, ChargeApiTakeoverWhileTheReconcilerStallsExactlyOneWins) {
                          {"RECONCILER_GRACE_PERIOD", "0s"},
                          {"RECONCILER_CLAIM_LEASE", "2s"},
                          {"ACQUIRER_REQUEST_TIMEOUT", "500ms"},
-                         {"ACQUIRER_RETRY_TOTAL_BUDGET", "500ms"}};
+                         {"ACQUIRER_RETRY_BACKOFF_BUDGET", "500ms"}};
   ChildProcess reconciler({RECONCILER_BIN}, ReconcilerEnv(stall));
   ASSERT_TRUE(Eventually([&] {
     return db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'reconciler'") == "1";

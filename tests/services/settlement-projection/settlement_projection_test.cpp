@@ -175,6 +175,29 @@ TEST(SettlementProjectionConfig, BadValuesAreConfigErrorsNamingTheKey) {
   EXPECT_EQ(ConfigErrorKey({{"INBOX_GAPS_WAIT", "10"}}), "inbox.gaps.wait") << "a bare number has no unit";
   EXPECT_EQ(ConfigErrorKey({{"INBOX_BATCH_SIZE", "0"}}), "inbox.batch_size");
   EXPECT_EQ(ConfigErrorKey({{"KAFKA_BOOTSTRAP_SERVERS", ""}}), "kafka.bootstrap_servers");
+  EXPECT_EQ(ConfigErrorKey({{"INBOX_BACKOFF_BASE", "2s"}, {"INBOX_BACKOFF_MAX", "1s"}}), "inbox.backoff.max");
+}
+
+// The inbox's backoff keys are spelled `inbox.backoff.*` like every daemon's; the old spellings fail at
+// start, naming the new key, instead of being ignored for the default.
+TEST(SettlementProjectionConfig, BackoffKeysAndTheirOldSpellingsRefused) {
+  auto vars = Minimal();
+  vars["INBOX_BACKOFF_BASE"] = "50ms";
+  vars["INBOX_BACKOFF_MAX"] = "2s";
+  auto reader = config::ConfigReader::FromString("", Env(vars));
+  const auto c = LoadConfig(reader);
+  EXPECT_EQ(c.inbox.backoff.base, std::chrono::milliseconds{50});
+  EXPECT_EQ(c.inbox.backoff.max, std::chrono::seconds{2});
+
+  EXPECT_EQ(ConfigErrorKey({{"INBOX_RETRY_BACKOFF", "100ms"}}), "inbox.retry_backoff");
+  auto in_file = config::ConfigReader::FromString("inbox:\n  max_retry_backoff: 1s\n", Env(Minimal()));
+  try {
+    LoadConfig(in_file);
+    ADD_FAILURE() << "inbox.max_retry_backoff accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.key(), "inbox.max_retry_backoff");
+    EXPECT_THAT(e.problem(), ::testing::HasSubstr("inbox.backoff.max"));
+  }
 }
 
 }  // namespace

@@ -34,13 +34,13 @@ class AcquirerClient {
 
 // Each helper runs one operation under `policy`, with the same idempotency key on every attempt.
 boost::asio::awaitable<RetryRun> CaptureWithRetries(AcquirerClient& client, CaptureRequest request,
-                                                    const RetryPolicy& policy, RetryClock& clock,
+                                                    const RetryPolicy& policy, util::Clock& clock,
                                                     AttemptObserver* observer = nullptr);
 boost::asio::awaitable<RetryRun> LookupWithRetries(AcquirerClient& client, LookupRequest request,
-                                                   const RetryPolicy& policy, RetryClock& clock,
+                                                   const RetryPolicy& policy, util::Clock& clock,
                                                    AttemptObserver* observer = nullptr);
 boost::asio::awaitable<RetryRun> VoidWithRetries(AcquirerClient& client, VoidRequest request,
-                                                 const RetryPolicy& policy, RetryClock& clock,
+                                                 const RetryPolicy& policy, util::Clock& clock,
                                                  AttemptObserver* observer = nullptr);
 
 enum class ListEnd {
@@ -59,6 +59,6 @@ struct ListResult {
 // Lists every capture created in the window, following next_page_token to the end; each page is read
 // under `policy` (a fresh budget per page). A partial listing is never reported as complete.
 boost::asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow window, const RetryPolicy& policy,
-                                                RetryClock& clock);
+                                                util::Clock& clock);
 
 }  // namespace charge_outbox::acquirer

@@ -44,7 +44,7 @@ struct AcquirerClientConfig {
 //   acquirer.connect_timeout (2s), acquirer.request_timeout (10s), acquirer.pool.max_connections (16),
 //   acquirer.pool.max_queued (64), acquirer.pool.idle_timeout (30s), acquirer.max_response_bytes (1048576), acquirer.tls.verify (true),
 //   acquirer.tls.ca_file (""), acquirer.list.page_limit (100), acquirer.retry.max_attempts (4),
-//   acquirer.retry.base_delay (1s), acquirer.retry.max_delay (8s), acquirer.retry.total_budget (15s).
+//   acquirer.retry.backoff.base (1s), acquirer.retry.backoff.max (8s), acquirer.retry.backoff.budget (15s).
 // Throws config::ConfigError naming the key.
 AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader);
 

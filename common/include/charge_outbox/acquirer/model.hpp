@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "charge_outbox/retry/retryability.hpp"
+
 namespace charge_outbox::acquirer {
 
 enum class Operation { kCapture, kLookup, kList, kVoid };
@@ -43,13 +45,6 @@ enum class OutcomeKind {
                        // whose body does not parse as the contract says
   kMismatch,           // the acquirer's capture for our key differs in amount, currency or reference from ours
   kContractError,      // 400/401/403/422, 404 outside lookup, other unexpected statuses: retrying cannot help
-};
-
-// What a retry policy may do after an outcome. Part of the outcome, so nobody matches messages.
-enum class Retryability {
-  kDefinitive,  // the acquirer answered; asking again with the same key returns the same answer
-  kTransient,   // safe to ask again with the same idempotency key, and a later attempt may get an answer
-  kNever,       // asking again cannot help and must not happen; configuration or data needs a human
 };
 
 // Where the transport stopped. Everything before kWriteFailed guarantees no request byte was written.
@@ -135,18 +130,19 @@ struct AttemptOutcome {
   std::string detail;
 
   EvidenceClass evidence() const;
-  Retryability retryability() const;
+  retry::Retryability retryability() const;
 };
 
 // The two decisions an outcome kind implies; each is one exhaustive switch.
 EvidenceClass EvidenceOf(OutcomeKind kind);
-Retryability RetryabilityOf(OutcomeKind kind);
+// The acquirer's transient outcomes are listed here and nowhere else: a retry loop, a mapping or a log
+// asks for this class instead of naming the kinds again.
+retry::Retryability RetryabilityOf(OutcomeKind kind);
 
 // Stable snake_case names: the attempts table, logs and metric labels use them.
 std::string_view ToString(Operation operation);
 std::string_view ToString(EvidenceClass evidence);
 std::string_view ToString(OutcomeKind kind);
-std::string_view ToString(Retryability retryability);
 std::string_view ToString(TransportStatus status);
 std::string_view ToString(CaptureStatus status);
 

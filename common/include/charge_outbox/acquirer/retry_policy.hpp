@@ -1,8 +1,8 @@
-// Retry policy for acquirer calls: exponential backoff with full jitter, a cap, a maximum number of
-// attempts and a total time budget, honouring Retry-After; and RunWithRetries, which runs one
+// Retry policy for acquirer calls: a maximum number of attempts over retry::Backoff (exponential, full
+// jitter, a cap, a total time budget, honouring Retry-After); and RunWithRetries, which runs one
 // operation under a policy and returns every attempt so the caller can record each one.
 //
-// Only transient outcomes are retried (Retryability::kTransient: not sent, unknown with the same key,
+// Only transient outcomes are retried (retry::Retryability::kTransient: not sent, unknown with the same key,
 // 429, 503, 409 in flight). A decline, a confirmed answer or a contract error is never retried. Every
 // retry repeats the same operation, so the idempotency key never changes; each attempt gets a fresh
 // request id.
@@ -11,64 +11,25 @@
 #include <boost/asio/awaitable.hpp>
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "charge_outbox/acquirer/model.hpp"
+#include "charge_outbox/retry/backoff.hpp"
+#include "charge_outbox/util/clock.hpp"
+#include "charge_outbox/util/random.hpp"
 
 namespace charge_outbox::acquirer {
 
 struct RetryPolicyOptions {
-  int max_attempts = 4;                             // attempts in all, the first one included
-  std::chrono::milliseconds base_delay{1000};       // ceiling of the first backoff (seed 004: 1, 2, 4 s)
-  std::chrono::milliseconds max_delay{8000};        // cap on the backoff ceiling
-  std::chrono::milliseconds total_budget{15000};    // no attempt starts this long after the first one did
-};
-
-// Uniform numbers in [0, 1), injectable so backoff is deterministic in tests.
-class RandomSource {
- public:
-  virtual ~RandomSource() = default;
-  virtual double NextUnit() = 0;
-};
-
-// Thread-safe (one mutex); the seed is kept so a test can print it.
-class Mt19937RandomSource final : public RandomSource {
- public:
-  Mt19937RandomSource();  // seeded from std::random_device
-  explicit Mt19937RandomSource(std::uint64_t seed);
-  double NextUnit() override;
-  std::uint64_t seed() const { return seed_; }
-
- private:
-  std::uint64_t seed_;
-  std::mutex mutex_;
-  std::mt19937_64 engine_;
-};
-
-// Time for the retry loop: a monotonic clock for the budget, the wall clock for the attempt records,
-// and sleeping between attempts. Injected so tests run a whole schedule without waiting.
-class RetryClock {
- public:
-  virtual ~RetryClock() = default;
-  virtual std::chrono::steady_clock::time_point SteadyNow() = 0;
-  virtual std::chrono::system_clock::time_point WallNow() = 0;
-  virtual boost::asio::awaitable<void> SleepFor(std::chrono::milliseconds delay) = 0;
-};
-
-// The real clocks; sleeps on an Asio timer of the awaiting coroutine's executor. Stateless, thread-safe.
-class AsioSteadyClock final : public RetryClock {
- public:
-  std::chrono::steady_clock::time_point SteadyNow() override;
-  std::chrono::system_clock::time_point WallNow() override;
-  boost::asio::awaitable<void> SleepFor(std::chrono::milliseconds delay) override;
+  int max_attempts = 4;  // attempts in all, the first one included
+  // Ceilings 1, 2, 4 s, capped at 8 s, full jitter; no attempt starts 15 s after the first one did.
+  retry::BackoffOptions backoff{std::chrono::milliseconds{1000}, std::chrono::milliseconds{8000}, retry::Jitter::kFull,
+                                std::chrono::milliseconds{15000}};
 };
 
 enum class RetryVerdict {
@@ -76,7 +37,7 @@ enum class RetryVerdict {
   kStopAnswered,               // a definitive answer (approved, declined, found, not found, voided, a page)
   kStopNotRetryable,           // a contract error or a mismatch: stop until someone fixes it
   kStopAttemptsExhausted,      // max_attempts made
-  kStopBudgetExhausted,        // the next backoff would start past the budget
+  kStopBudgetExhausted,        // the next attempt would start past the budget
   kStopRetryAfterBeyondBudget, // the acquirer asked us to wait longer than the budget has left
   kStopDraining,               // the process is shutting down: no new attempt after the one in flight
 };
@@ -86,21 +47,21 @@ struct RetryDecision {
   std::chrono::milliseconds delay{0};  // how long to wait before the next attempt; kRetry only
 };
 
-// Immutable after construction; thread-safe when its RandomSource is.
+// Immutable after construction; thread-safe when its util::RandomSource is.
 class RetryPolicy {
  public:
   // Throws std::invalid_argument on nonsensical options (start-up only).
-  RetryPolicy(RetryPolicyOptions options, std::shared_ptr<RandomSource> random);
+  RetryPolicy(RetryPolicyOptions options, std::shared_ptr<util::RandomSource> random);
 
   // What to do after attempt number `attempts_made` (1-based) produced `outcome`, `elapsed` after the
-  // first attempt started. Backoff before retry n (n = attempts_made - 1, from 0) is uniform in
-  // [0, min(max_delay, base_delay * 2^n)); a Retry-After raises the delay to at least its value. The
+  // first attempt started. The wait before retry n (n = attempts_made - 1, from 0) is retry::Backoff's:
+  // with full jitter, uniform in [0, min(max, base * 2^n)); a Retry-After raises it to at least its value. The
   // budget bounds when an attempt may start, not when it ends: an attempt in flight is never cut short,
   // because cutting it short only turns answers into unknowns.
   RetryDecision Decide(const AttemptOutcome& outcome, int attempts_made, std::chrono::milliseconds elapsed) const;
 
-  // min(max_delay, base_delay * 2^retry_index), saturating.
-  std::chrono::milliseconds BackoffCeiling(int retry_index) const;
+  // min(max, base * 2^retry_index), saturating.
+  std::chrono::milliseconds BackoffCeiling(int retry_index) const { return backoff_.Ceiling(retry_index); }
 
   const RetryPolicyOptions& options() const { return options_; }
 
@@ -112,7 +73,8 @@ class RetryPolicy {
 
  private:
   RetryPolicyOptions options_;
-  std::shared_ptr<RandomSource> random_;
+  retry::Backoff backoff_;
+  std::shared_ptr<util::RandomSource> random_;
   std::shared_ptr<std::atomic<bool>> draining_ = std::make_shared<std::atomic<bool>>(false);
 };
 
@@ -158,7 +120,7 @@ using AttemptFunction = std::function<boost::asio::awaitable<AttemptOutcome>(Att
 // Runs `attempt` until the policy stops, sleeping on `clock` between attempts. `observer` may be null.
 // `first_request_id`: the id of attempt 1 when the caller recorded it before the run (with the intent),
 // so the record and the wire agree; later attempts always get fresh ids.
-boost::asio::awaitable<RetryRun> RunWithRetries(const RetryPolicy& policy, RetryClock& clock, AttemptFunction attempt,
+boost::asio::awaitable<RetryRun> RunWithRetries(const RetryPolicy& policy, util::Clock& clock, AttemptFunction attempt,
                                                 AttemptObserver* observer = nullptr,
                                                 std::optional<std::string> first_request_id = std::nullopt);
 

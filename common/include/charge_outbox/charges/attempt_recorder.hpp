@@ -68,7 +68,7 @@ class AttemptRecorder final : public acquirer::AttemptObserver {
 // attempt and returns an awaitable AttemptOutcome. `first_request_id`: attempt 1's id when it was
 // recorded before the run (with the intent), so the record and the wire agree.
 template <typename Call>
-boost::asio::awaitable<acquirer::RetryRun> RunRecorded(const acquirer::RetryPolicy& policy, acquirer::RetryClock& clock,
+boost::asio::awaitable<acquirer::RetryRun> RunRecorded(const acquirer::RetryPolicy& policy, util::Clock& clock,
                                                        AttemptRecorder& recorder, Call call,
                                                        std::optional<std::string> first_request_id = std::nullopt) {
   acquirer::AttemptFunction attempt =

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "charge_outbox/retry/retryability.hpp"
+
 namespace charge_outbox::config {
 class ConfigReader;
 }
@@ -39,9 +41,10 @@ using DbResult = boost::system::result<T, DbError>;
 
 std::string_view ToString(DbErrc code);
 
-// Whether the same statement may succeed if sent again: the server was unreachable, the pool full, or the
-// commit in doubt. A refused statement (kFailed) would be refused again.
-bool IsTransient(const DbError& error);
+// Whether the same statement may succeed if sent again (kTransient): the server was unreachable, the pool
+// full, or the commit in doubt. A refused statement (kFailed) would be refused again (kNever). The one
+// place the database's transient errors are listed; callers read the class (retry::IsTransient).
+retry::Retryability RetryabilityOf(const DbError& error);
 
 // How every connection of ours behaves when the network or the server hangs instead of failing: the
 // `database.*` keys (LoadConnectionSettings). A zero duration leaves that setting to libpq or the server.

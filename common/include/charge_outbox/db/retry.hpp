@@ -10,18 +10,20 @@
 #include <chrono>
 
 #include "charge_outbox/db/database.hpp"
+#include "charge_outbox/retry/backoff.hpp"
 
 namespace charge_outbox::db {
 
-// Calls `make_call()` (which returns an awaitable DbResult) and, on a transient error (IsTransient), again
-// up to three times after 100, 200 and 400 ms. Only for statements that are safe to repeat: a transition
+// Calls `make_call()` (which returns an awaitable DbResult) and, on a transient error (RetryabilityOf), again
+// up to three times after 100, 200 and 400 ms (retry::Backoff's ceilings, unjittered: see backoff.hpp). Only for statements that are safe to repeat: a transition
 // applies once and is then a no-op; a reschedule or a finish writes the same values again; an in-doubt
 // commit is settled by what the statement finds the second time.
 template <typename MakeCall>
 auto WithDbRetries(MakeCall make_call) -> decltype(make_call()) {
+  static const retry::Backoff backoff(retry::BackoffOptions{std::chrono::milliseconds{100}, std::chrono::milliseconds{400}});
   auto result = co_await make_call();
-  for (int retry = 0; !result && retry < 3 && IsTransient(result.error()); ++retry) {
-    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, std::chrono::milliseconds{100 << retry});
+  for (int n = 0; !result && n < 3 && retry::IsTransient(RetryabilityOf(result.error())); ++n) {
+    boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, backoff.Ceiling(n));
     co_await timer.async_wait(boost::asio::use_awaitable);
     result = co_await make_call();
   }

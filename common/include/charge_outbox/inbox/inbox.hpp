@@ -24,6 +24,7 @@
 #include "charge_outbox/inbox/charge_event.hpp"
 #include "charge_outbox/inbox/ordering.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
+#include "charge_outbox/retry/backoff.hpp"
 
 namespace charge_outbox::config {
 class ConfigReader;
@@ -65,8 +66,8 @@ struct InboxOptions {
   GapOptions gaps;
   int max_batch = 5000;                            // messages applied in one transaction at most
   std::chrono::milliseconds poll_timeout{100};     // how long one poll waits for the first message
-  std::chrono::milliseconds retry_backoff{200};    // after a failed transaction, doubling up to the max
-  std::chrono::milliseconds max_retry_backoff{5'000};
+  // After a failed transaction: 200 ms doubling up to 5 s, unjittered (retry/backoff.hpp says why).
+  retry::BackoffOptions backoff{std::chrono::milliseconds{200}, std::chrono::milliseconds{5'000}};
   std::chrono::milliseconds sweep_interval{1'000};  // how often held events are looked at
   int retention_days = 14;  // an event older than this is neither remembered nor applied (docs/inbox.md)
   int progress_retention_days = 180;  // how long a charge's last sequence is kept after its last event

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "charge_outbox/retry/retryability.hpp"
+
 namespace charge_outbox::kafka {
 
 // One message, as views: the caller keeps what they refer to alive until PublishBatch returns (librdkafka
@@ -27,11 +29,16 @@ struct Message {
 // the message unpublished for the caller.
 enum class DeliveryStatus {
   kDelivered,
-  kRetriable,  // not persisted, or not known to be (timed out, broker unreachable, topic missing): send again
-  kPermanent,  // the broker or client refuses this message itself (too large, invalid): sending again fails
-  kFatal,      // the producer is unusable (rd_kafka_fatal_error): the process must restart
-  kAbandoned,  // the caller cancelled before a delivery report arrived: unknown, treat as not delivered
+  kNotDelivered,  // not persisted, or not known to be (timed out, broker unreachable, topic missing)
+  kPermanent,     // the broker or client refuses this message itself (too large, invalid): sending again fails
+  kFatal,         // the producer is unusable (rd_kafka_fatal_error): the process must restart
+  kAbandoned,     // the caller cancelled before a delivery report arrived: unknown, treat as not delivered
 };
+
+// What may be done with the message: delivered is kDefinitive; refused is kNever; every other status is
+// kTransient, the message is sent again (after kFatal, by the fresh process that takes over). The one
+// place Kafka's transient statuses are listed.
+retry::Retryability RetryabilityOf(DeliveryStatus status);
 
 struct DeliveryResult {
   DeliveryStatus status = DeliveryStatus::kAbandoned;
