@@ -1,19 +1,11 @@
 #include "run_summary.hpp"
 
-#include "charge_outbox/log/log.hpp"
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
 #include "charge_outbox/util/time.hpp"
 
 namespace charge_outbox::reconciler {
-namespace {
-
-void Field(std::string& out, std::string_view name, std::int64_t value) {
-  out += ",\"";
-  out += name;
-  out += "\":";
-  out += std::to_string(value);
-}
-
-}  // namespace
 
 std::string_view ToString(RunMode mode) {
   switch (mode) {
@@ -34,32 +26,27 @@ void RunSummary::CountResolved(charges::ChargeStatus status) {
 }
 
 std::string SummaryLine(const RunSummary& s, std::chrono::system_clock::time_point now) {
-  std::string line = R"({"ts":")" + util::FormatRfc3339(now) + R"(","level":")" + (s.ok() ? "info" : "error") +
-                     R"(","component":"reconciler","msg":"run summary","mode":")" + std::string(ToString(s.mode)) +
-                     '"';
-  Field(line, "examined", s.examined);
-  Field(line, "captured", s.captured);
-  Field(line, "failed", s.failed);
-  Field(line, "canceled", s.canceled);
-  Field(line, "needs_review", s.needs_review);
-  Field(line, "still_pending", s.still_pending);
-  Field(line, "already_resolved", s.already_resolved);
-  Field(line, "errors", s.errors);
-  Field(line, "duration_ms", s.duration.count());
+  // The members of a log line first, in the log's order, so the line reads like every other one.
+  boost::json::object line{{"ts", util::FormatRfc3339(now)},
+                           {"level", s.ok() ? "info" : "error"},
+                           {"component", "reconciler"},
+                           {"msg", "run summary"},
+                           {"mode", ToString(s.mode)},
+                           {"examined", s.examined},
+                           {"captured", s.captured},
+                           {"failed", s.failed},
+                           {"canceled", s.canceled},
+                           {"needs_review", s.needs_review},
+                           {"still_pending", s.still_pending},
+                           {"already_resolved", s.already_resolved},
+                           {"errors", s.errors},
+                           {"duration_ms", s.duration.count()}};
   if (s.mode == RunMode::kWindow) {
-    line += R"(,"discrepancies":{)";
-    bool first = true;
-    for (const auto& [kind, count] : s.discrepancies) {
-      if (!first) line += ',';
-      first = false;
-      line += '"';
-      log::AppendJsonEscaped(kind, line);
-      line += "\":" + std::to_string(count);
-    }
-    line += '}';
+    boost::json::object discrepancies;
+    for (const auto& [kind, count] : s.discrepancies) discrepancies.emplace(kind, count);
+    line.emplace("discrepancies", std::move(discrepancies));
   }
-  line += "}\n";
-  return line;
+  return boost::json::serialize(line) + "\n";
 }
 
 }  // namespace charge_outbox::reconciler
