@@ -113,39 +113,46 @@ std::optional<system_clock::time_point> Compose(int year, int month0, int day, T
   return date;
 }
 
-// IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
-std::optional<system_clock::time_point> ParseImfFixdate(std::string_view text) {
+// What IMF-fixdate and RFC 850 share: "<weekday>, DD<sep>Mon<sep><year> HH:MM:SS GMT", with a year of
+// `year_digits` digits, returned as written.
+struct DayMonthYear {
+  int day, month0, year;
+  TimeOfDay time;
+};
+
+template <std::size_t N>
+std::optional<DayMonthYear> ReadDayMonthYear(std::string_view text, const std::array<std::string_view, N>& weekdays,
+                                             std::string_view separator, std::size_t year_digits) {
   DateReader r(text);
-  if (!r.OneOf(kShortDays) || !r.Literal(", ")) return std::nullopt;
+  if (!r.OneOf(weekdays) || !r.Literal(", ")) return std::nullopt;
   const auto day = r.Digits(2);
-  if (!day || !r.Literal(" ")) return std::nullopt;
+  if (!day || !r.Literal(separator)) return std::nullopt;
   const auto month = r.OneOf(kMonths);
-  if (!month || !r.Literal(" ")) return std::nullopt;
-  const auto year = r.Digits(4);
+  if (!month || !r.Literal(separator)) return std::nullopt;
+  const auto year = r.Digits(year_digits);
   if (!year || !r.Literal(" ")) return std::nullopt;
   const auto time = ReadTime(r);
   if (!time || !r.Literal(" GMT") || !r.AtEnd()) return std::nullopt;
-  return Compose(*year, *month, *day, *time);
+  return DayMonthYear{*day, *month, *year, *time};
+}
+
+// IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
+std::optional<system_clock::time_point> ParseImfFixdate(std::string_view text) {
+  const auto d = ReadDayMonthYear(text, kShortDays, " ", 4);
+  if (!d) return std::nullopt;
+  return Compose(d->year, d->month0, d->day, d->time);
 }
 
 // RFC 850: "Sunday, 06-Nov-94 08:49:37 GMT"
 std::optional<system_clock::time_point> ParseRfc850(std::string_view text, system_clock::time_point now) {
-  DateReader r(text);
-  if (!r.OneOf(kLongDays) || !r.Literal(", ")) return std::nullopt;
-  const auto day = r.Digits(2);
-  if (!day || !r.Literal("-")) return std::nullopt;
-  const auto month = r.OneOf(kMonths);
-  if (!month || !r.Literal("-")) return std::nullopt;
-  const auto yy = r.Digits(2);
-  if (!yy || !r.Literal(" ")) return std::nullopt;
-  const auto time = ReadTime(r);
-  if (!time || !r.Literal(" GMT") || !r.AtEnd()) return std::nullopt;
+  const auto d = ReadDayMonthYear(text, kLongDays, "-", 2);
+  if (!d) return std::nullopt;
   // RFC 9110 section 5.6.7: a year more than 50 years ahead means the most recent past year with
   // those two digits.
   const int this_year = static_cast<int>(std::chrono::year_month_day{std::chrono::floor<std::chrono::days>(now)}.year());
-  int year = this_year / 100 * 100 + *yy;
+  int year = this_year / 100 * 100 + d->year;
   if (year > this_year + 50) year -= 100;
-  return Compose(year, *month, *day, *time);
+  return Compose(year, d->month0, d->day, d->time);
 }
 
 // asctime: "Sun Nov  6 08:49:37 1994"

@@ -174,6 +174,33 @@ std::optional<json::value> ConfigScalar(config::ConfigReader& reader, const std:
   return value;
 }
 
+// The profile's plain numeric members by name: probabilities, and whole numbers from 0 to a bound.
+struct RateMember {
+  std::string_view name;
+  double FaultProfile::*member;
+};
+constexpr RateMember kRateMembers[] = {{"timeout_rate", &FaultProfile::timeout_rate},
+                                       {"drop_rate", &FaultProfile::drop_rate},
+                                       {"error_rate", &FaultProfile::error_rate},
+                                       {"throttle_rate", &FaultProfile::throttle_rate},
+                                       {"decline_rate", &FaultProfile::decline_rate}};
+struct WholeMember {
+  std::string_view name;
+  std::int64_t FaultProfile::*member;
+  std::int64_t max;
+};
+constexpr WholeMember kWholeMembers[] = {{"visibility_delay_ms", &FaultProfile::visibility_delay_ms, kMaxMillis},
+                                         {"timeout_delay_ms", &FaultProfile::timeout_delay_ms, kMaxMillis},
+                                         {"retry_after_s", &FaultProfile::retry_after_s, kMaxRetryAfterSeconds}};
+
+template <class Member, std::size_t N>
+const Member* Find(const Member (&members)[N], std::string_view name) {
+  for (const auto& m : members) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Result ParseFaultProfile(const json::value& json_value, std::uint64_t default_seed) {
@@ -190,26 +217,14 @@ Result ParseFaultProfile(const json::value& json_value, std::uint64_t default_se
       else error = Error(key, "must be a non-negative integer");
     } else if (key == "latency") {
       error = ReadLatency(v, p.latency);
-    } else if (key == "timeout_rate") {
-      error = ReadRate(v, key, p.timeout_rate);
-    } else if (key == "drop_rate") {
-      error = ReadRate(v, key, p.drop_rate);
-    } else if (key == "error_rate") {
-      error = ReadRate(v, key, p.error_rate);
-    } else if (key == "throttle_rate") {
-      error = ReadRate(v, key, p.throttle_rate);
-    } else if (key == "decline_rate") {
-      error = ReadRate(v, key, p.decline_rate);
+    } else if (const auto* rate = Find(kRateMembers, key)) {
+      error = ReadRate(v, key, p.*rate->member);
     } else if (key == "decline_code") {
       error = ReadName(v, key, p.decline_code);
     } else if (key == "decline_rules") {
       error = ReadDeclineRules(v, p.decline_rules);
-    } else if (key == "visibility_delay_ms") {
-      error = ReadMillis(v, key, 0, kMaxMillis, p.visibility_delay_ms);
-    } else if (key == "timeout_delay_ms") {
-      error = ReadMillis(v, key, 0, kMaxMillis, p.timeout_delay_ms);
-    } else if (key == "retry_after_s") {
-      error = ReadMillis(v, key, 0, kMaxRetryAfterSeconds, p.retry_after_s);
+    } else if (const auto* whole = Find(kWholeMembers, key)) {
+      error = ReadMillis(v, key, 0, whole->max, p.*whole->member);
     } else if (key == "apply_to") {
       error = ReadOperations(v, p.apply_to);
     } else {
