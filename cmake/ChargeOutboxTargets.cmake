@@ -46,6 +46,23 @@ function(charge_outbox_executable)
   install(TARGETS ${ARG_NAME} RUNTIME DESTINATION bin)
 endfunction()
 
+# charge_outbox_service(NAME binary-name [SRCS extra...] [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# One folder under services/: the library charge_outbox::<binary name, '-' as '_'>_app from every
+# src/*.cpp (globbed, as common/ is; the tests link it too) plus SRCS, and the binary from main.cpp.
+function(charge_outbox_service)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  string(REPLACE "-" "_" library ${ARG_NAME})
+  set(library ${library}_app)
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
+  charge_outbox_cc_library(
+    NAME ${library}
+    INCLUDE_DIR ${CMAKE_CURRENT_SOURCE_DIR}/src
+    SRCS ${sources} ${ARG_SRCS}
+    PUBLIC_DEPS charge_outbox::common ${ARG_PUBLIC_DEPS}
+    PRIVATE_DEPS ${ARG_PRIVATE_DEPS})
+  charge_outbox_executable(NAME ${ARG_NAME} SRCS ${CMAKE_CURRENT_SOURCE_DIR}/main.cpp DEPS charge_outbox::${library})
+endfunction()
+
 # charge_outbox_test(NAME name LABEL unit|integration|e2e SRCS ... DEPS ...)
 # The label must match the file suffix: *_test.cpp unit, *_pgtest.cpp / *_kafkatest.cpp
 # integration, *_e2etest.cpp e2e.
