@@ -1,26 +1,10 @@
 // acquirer-sim: a faithful, fault-injectable stand-in for a card acquirer, for the local stack and tests.
-#include <iostream>
-#include <vector>
-
-#include "acquirer_sim.hpp"
-#include "charge_outbox/app/shutdown.hpp"
-#include "charge_outbox/config/config.hpp"
-#include "charge_outbox/log/log.hpp"
+// Start-up (flags, configuration, logs, signals, exit status) is every daemon's app::Main; what is
+// acquirer-sim's own is in src/acquirer_sim_daemon.cpp.
+#include "acquirer_sim_daemon.hpp"
+#include "charge_outbox/app/daemon.hpp"
 
 int main(int argc, char** argv) {
-  using namespace charge_outbox;
-  const app::ShutdownSignals signals;  // before any thread starts
-  acquirer_sim::SimConfig config;
-  try {
-    const auto cli = acquirer_sim::ParseCommandLine({argv + 1, argv + argc});
-    auto reader = config::ConfigReader::FromFile(cli.config_path);
-    config = acquirer_sim::LoadConfig(reader);
-  } catch (const config::ConfigError& e) {
-    std::cerr << e.what() << "\n";
-    return config::kExitConfigError;
-  }
-  log::Init("acquirer-sim", config.log_level);
-  const int status = acquirer_sim::Run(config, signals);
-  log::Flush();
-  return status;
+  const auto daemon = charge_outbox::acquirer_sim::MakeDaemon();
+  return charge_outbox::app::Main(argc, argv, *daemon);
 }

@@ -18,8 +18,11 @@
 
 namespace charge_outbox::app {
 
-ShutdownSignals::ShutdownSignals() {
+ShutdownSignals::ShutdownSignals() : ShutdownSignals(true) {}
+
+ShutdownSignals::ShutdownSignals(bool block) : blocked_(block) {
   sigemptyset(&signals_);
+  if (!blocked_) return;
   sigaddset(&signals_, SIGTERM);
   sigaddset(&signals_, SIGINT);
   if (const int rc = pthread_sigmask(SIG_BLOCK, &signals_, &previous_); rc != 0) {
@@ -27,7 +30,11 @@ ShutdownSignals::ShutdownSignals() {
   }
 }
 
-ShutdownSignals::~ShutdownSignals() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+ShutdownSignals ShutdownSignals::Unblocked() { return ShutdownSignals(false); }
+
+ShutdownSignals::~ShutdownSignals() {
+  if (blocked_) pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+}
 
 int ShutdownSignals::Wait() const {
   for (;;) {
@@ -77,14 +84,36 @@ void StopWithin(std::chrono::milliseconds deadline, const std::function<void(std
   watchdog.join();
 }
 
-int RunUntilSignal(const ShutdownSignals& signals, std::chrono::milliseconds deadline,
-                   const std::function<void(std::chrono::milliseconds)>& stop) {
-  const int signal_number = signals.Wait();
+namespace {
+
+int StopOnSignal(int signal_number, std::chrono::milliseconds deadline,
+                 const std::function<void(std::chrono::milliseconds)>& stop) {
   spdlog::info("received {}; stopping within {}ms", signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
                deadline.count());
   StopWithin(deadline, stop);
   spdlog::info("stopped");
   return 0;
+}
+
+}  // namespace
+
+int RunUntilSignal(const ShutdownSignals& signals, std::chrono::milliseconds deadline,
+                   const std::function<void(std::chrono::milliseconds)>& stop) {
+  return StopOnSignal(signals.Wait(), deadline, stop);
+}
+
+int RunUntilSignal(const ShutdownSignals& signals, std::chrono::milliseconds deadline,
+                   const std::function<void(std::chrono::milliseconds)>& stop,
+                   const std::function<std::optional<int>()>& finished) {
+  // 200ms: how late an end by itself is noticed; the pod is failing anyway by then.
+  constexpr std::chrono::milliseconds kPoll{200};
+  while (true) {
+    if (const auto signal_number = signals.WaitFor(kPoll)) return StopOnSignal(*signal_number, deadline, stop);
+    if (const auto status = finished()) {
+      stop(std::chrono::milliseconds{0});
+      return *status;
+    }
+  }
 }
 
 }  // namespace charge_outbox::app

@@ -19,20 +19,21 @@ MigrateConfig LoadConfig(config::ConfigReader& reader) {
 }
 
 CommandLine ParseCommandLine(const std::vector<std::string>& args) {
-  constexpr const char* kUsage = "usage: charge-migrate [--config PATH] [--migrations-dir DIR] up|status";
+  auto usage_error = [](const std::string& problem) {
+    return config::ConfigError("argv", problem + "; " + kUsage);
+  };
   CommandLine cli;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const auto& arg = args[i];
-    if (arg == "--config" || arg == "--migrations-dir") {
-      if (i + 1 >= args.size()) throw config::ConfigError(arg, std::string("needs a value; ") + kUsage);
-      (arg == "--config" ? cli.config_path : cli.migrations_dir) = args[++i];
-    } else if ((arg == "up" || arg == "status") && cli.command.empty()) {
-      cli.command = arg;
+  for (auto arg = args.begin(); arg != args.end(); ++arg) {
+    if (*arg == "--migrations-dir") {
+      if (std::next(arg) == args.end()) throw config::ConfigError(*arg, std::string("needs a value; ") + kUsage);
+      cli.migrations_dir = *++arg;
+    } else if ((*arg == "up" || *arg == "status") && cli.command.empty()) {
+      cli.command = *arg;
     } else {
-      throw config::ConfigError("argv", "unexpected argument \"" + arg + "\"; " + kUsage);
+      throw usage_error("unexpected argument \"" + *arg + "\"");
     }
   }
-  if (cli.command.empty()) throw config::ConfigError("argv", std::string("missing command; ") + kUsage);
+  if (cli.command.empty()) throw usage_error("missing command");
   return cli;
 }
 

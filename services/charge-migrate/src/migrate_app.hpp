@@ -18,13 +18,15 @@ struct MigrateConfig {
 
 MigrateConfig LoadConfig(config::ConfigReader& reader);
 
+inline constexpr const char* kUsage = "usage: charge-migrate [--config PATH] [--migrations-dir DIR] up|status";
+
+// The command line after `--config PATH`, which the start-up path (app::ParseCommandLine) takes out first.
 struct CommandLine {
   std::string command;          // "up" or "status"
-  std::string config_path;      // may be empty
   std::string migrations_dir;   // empty: the migrations compiled into the binary
 };
 
-// Throws ConfigError (key "argv") on a bad command line.
+// Throws ConfigError (key "argv", or "--migrations-dir" without its value) on a bad command line.
 CommandLine ParseCommandLine(const std::vector<std::string>& args);
 
 // Returns the process exit status: 0 done, 1 failed (the message says why and what to do).

@@ -22,9 +22,7 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) Usage(arg + " needs a value");
       return args[++i];
     };
-    if (arg == "--config") {
-      cl.config_path = value();
-    } else if (arg == "--from") {
+    if (arg == "--from") {
       from = value();
     } else if (arg == "--to") {
       to = value();

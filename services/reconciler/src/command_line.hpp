@@ -6,7 +6,8 @@
 //
 // `--last` names a window relative to the run (TrailingWindow), so a CronJob, which has no shell to
 // compute dates, can report the previous hour or day on every run. T is RFC 3339 ("2026-11-30T02:00:00Z", "2026-11-29T23:00:00-03:00"). Errors are config::ConfigError
-// with key "argv", so main reports them like any configuration problem (exit 2).
+// with key "argv", so the start-up path reports them like any configuration problem (exit 2). `--config PATH`
+// is every daemon's (app::ParseCommandLine) and is taken out before this parser sees the rest.
 #pragma once
 
 #include <chrono>
@@ -25,7 +26,6 @@ inline constexpr const char* kUsage =
 struct CommandLine {
   enum class Command { kSweep, kWindow };
   Command command = Command::kSweep;
-  std::string config_path;  // empty: no file, environment and defaults only
   std::chrono::system_clock::time_point from{};
   std::chrono::system_clock::time_point to{};
   std::optional<std::chrono::milliseconds> last;  // set: the window is TrailingWindow(now, *last, settle)

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/beast/http/field.hpp>
-#include <iostream>
 #include <thread>
 
 #include "charge_outbox/config/config.hpp"
@@ -30,40 +29,6 @@ int Migrate(const ProjectionConfig& config) {
   } catch (const db::MigrationError& e) {
     spdlog::error("{}", e.what());
     return 1;
-  }
-}
-
-int Run(const ProjectionConfig& config, const app::ShutdownSignals& signals) {
-  try {
-    db::RequireSchemaVersion(config.inbox.database_url, inbox::InboxMigrations().back().version,
-                             {.ledger = inbox::kInboxLedger, .migrate_command = "settlement-projection migrate"});
-    db::RequireSchemaVersion(config.inbox.database_url, ProjectionMigrations().back().version,
-                             {.ledger = "schema_migrations", .migrate_command = "settlement-projection migrate"});
-  } catch (const db::MigrationError& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
-  std::unique_ptr<ProjectionApp> app;
-  try {
-    app = std::make_unique<ProjectionApp>(config);
-    app->Start();
-  } catch (const inbox::InboxConfigError& e) {
-    std::cerr << e.what() << "\n";
-    return config::kExitConfigError;
-  } catch (const std::exception& e) {
-    spdlog::error("settlement-projection could not start: {} (are http.port and admin.port free?)", e.what());
-    return 1;
-  }
-  while (true) {
-    if (const auto signal = signals.WaitFor(std::chrono::milliseconds{200})) {
-      spdlog::info("signal {}: stopping", *signal);
-      app::StopWithin(config.shutdown_deadline, [&](std::chrono::milliseconds drain) { app->Stop(drain); });
-      return 0;
-    }
-    if (const auto code = app->Finished()) {
-      app->Stop(std::chrono::milliseconds{0});
-      return *code;
-    }
   }
 }
 

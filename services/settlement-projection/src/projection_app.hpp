@@ -9,7 +9,6 @@
 #include <optional>
 #include <utility>
 
-#include "charge_outbox/app/shutdown.hpp"
 #include "projection_config.hpp"
 
 namespace charge_outbox::settlement {
@@ -20,10 +19,6 @@ const std::vector<db::Migration>& ProjectionMigrations();
 
 // Applies the inbox's migrations, then the projection's: `settlement-projection migrate`.
 int Migrate(const ProjectionConfig& config);
-
-// The daemon: checks both schemas, starts, and runs until SIGTERM (exit 0) or until the consumer ends by
-// itself (its status). A Kafka property librdkafka refuses exits with config::kExitConfigError.
-int Run(const ProjectionConfig& config, const app::ShutdownSignals& signals);
 
 // Lifecycle: construct (throws inbox::InboxConfigError on a bad Kafka property), Start() once, Stop() once.
 class ProjectionApp {

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <optional>
 #include <thread>
 
 namespace charge_outbox::app {
@@ -62,6 +64,35 @@ TEST(RunUntilSignal, StopsOnSigtermAndReturnsZero) {
   ASSERT_EQ(::raise(SIGTERM), 0);
   EXPECT_EQ(RunUntilSignal(signals, 1s, [&](std::chrono::milliseconds) { stopped = true; }), 0);
   EXPECT_TRUE(stopped);
+}
+
+TEST(RunUntilSignal, AServiceThatEndsByItselfIsStoppedAtOnceAndItsStatusReturned) {
+  ShutdownSignals signals;
+  std::optional<std::chrono::milliseconds> drain_given;
+  int polls = 0;
+  const auto status = RunUntilSignal(
+      signals, 5s, [&](std::chrono::milliseconds drain) { drain_given = drain; },
+      [&]() -> std::optional<int> { return ++polls < 2 ? std::nullopt : std::optional<int>(4); });
+  EXPECT_EQ(status, 4);
+  EXPECT_EQ(drain_given, 0ms);  // nothing to drain: the loop is gone
+}
+
+TEST(RunUntilSignal, ASignalStillStopsAServiceThatCouldEndByItself) {
+  ShutdownSignals signals;
+  std::optional<std::chrono::milliseconds> drain_given;
+  ASSERT_EQ(::raise(SIGINT), 0);
+  EXPECT_EQ(RunUntilSignal(signals, 400ms, [&](std::chrono::milliseconds drain) { drain_given = drain; },
+                           [] { return std::optional<int>(); }),
+            0);
+  EXPECT_EQ(drain_given, 300ms);
+}
+
+TEST(ShutdownSignals, UnblockedLeavesSigtermAtItsDefault) {
+  const auto signals = ShutdownSignals::Unblocked();
+  sigset_t mask;
+  pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  EXPECT_EQ(sigismember(&mask, SIGTERM), 0);
+  EXPECT_EQ(signals.WaitFor(10ms), std::nullopt);
 }
 
 }  // namespace

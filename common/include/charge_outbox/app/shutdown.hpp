@@ -31,6 +31,10 @@ class ShutdownSignals {
  public:
   ShutdownSignals();
   ~ShutdownSignals();
+  // One that blocks nothing: SIGTERM and SIGINT keep their default action and end the process at once.
+  // For a one-shot command with nothing to drain (charge-migrate: its transaction rolls back); WaitFor
+  // never sees a signal, and Wait must not be called.
+  static ShutdownSignals Unblocked();
   ShutdownSignals(const ShutdownSignals&) = delete;
   ShutdownSignals& operator=(const ShutdownSignals&) = delete;
 
@@ -40,6 +44,9 @@ class ShutdownSignals {
   std::optional<int> WaitFor(std::chrono::milliseconds timeout) const;
 
  private:
+  explicit ShutdownSignals(bool block);
+
+  bool blocked_ = false;
   sigset_t signals_{};
   sigset_t previous_{};
 };
@@ -57,5 +64,12 @@ void StopWithin(std::chrono::milliseconds deadline, const std::function<void(std
 // clean stop.
 int RunUntilSignal(const ShutdownSignals& signals, std::chrono::milliseconds deadline,
                    const std::function<void(std::chrono::milliseconds)>& stop);
+
+// Like RunUntilSignal, for a service that can also end by itself (a fatal Kafka error): polls `finished`
+// between waits, and once it returns a status calls stop(0) and returns that status, so the orchestrator
+// starts a clean process.
+int RunUntilSignal(const ShutdownSignals& signals, std::chrono::milliseconds deadline,
+                   const std::function<void(std::chrono::milliseconds)>& stop,
+                   const std::function<std::optional<int>()>& finished);
 
 }  // namespace charge_outbox::app

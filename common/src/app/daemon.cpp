@@ -1,0 +1,68 @@
+#include "charge_outbox/app/daemon.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "charge_outbox/failpoints/failpoints.hpp"
+#include "charge_outbox/log/log.hpp"
+
+namespace charge_outbox::app {
+
+CommandLine ParseCommandLine(const std::vector<std::string>& args, std::string_view usage) {
+  CommandLine command;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] != "--config") {
+      command.rest.push_back(args[i]);
+      continue;
+    }
+    if (i + 1 >= args.size()) throw config::ConfigError("--config", "needs a value; " + std::string(usage));
+    command.config_path = args[++i];
+  }
+  return command;
+}
+
+int Daemon::StartFailed(const std::exception& error) {
+  spdlog::error("{}", error.what());
+  return 1;
+}
+
+int ConfigErrorAtStart(const std::exception& error) {
+  std::cerr << error.what() << "\n";
+  return config::kExitConfigError;
+}
+
+int CouldNotStart(const Profile& profile, std::string_view hint, const std::exception& error) {
+  spdlog::error("{} could not start: {} ({})", profile.name, error.what(), hint);
+  return 1;
+}
+
+int Main(const std::vector<std::string>& args, Daemon& daemon, std::ostream& err) {
+  const auto& profile = daemon.profile();
+  const auto signals = profile.signals ? ShutdownSignals() : ShutdownSignals::Unblocked();  // before any thread
+  try {
+    const auto command = ParseCommandLine(args, profile.usage);
+    auto reader = config::ConfigReader::FromFile(command.config_path);
+    daemon.Configure(command.rest, reader);
+    if (profile.failpoints) failpoints::ConfigureFromEnvironment();
+  } catch (const config::ConfigError& e) {
+    err << e.what() << "\n";
+    return config::kExitConfigError;
+  }
+  daemon.BeforeLogging();
+  log::Init(profile.name, daemon.LogLevel());
+  try {
+    daemon.CheckSchema();
+  } catch (const std::exception& e) {
+    const int status = daemon.StartFailed(e);
+    log::Flush();
+    return status;
+  }
+  const int status = daemon.Run(signals);
+  log::Flush();
+  return status;
+}
+
+int Main(int argc, char** argv, Daemon& daemon) { return Main({argv + 1, argv + argc}, daemon, std::cerr); }
+
+}  // namespace charge_outbox::app

@@ -1,0 +1,27 @@
+#include "acquirer_sim_daemon.hpp"
+
+#include "acquirer_sim.hpp"
+
+namespace charge_outbox::acquirer_sim {
+namespace {
+
+class AcquirerSimDaemon final : public app::Daemon {
+ public:
+  AcquirerSimDaemon() : app::Daemon({.name = "acquirer-sim", .usage = "usage: acquirer-sim [--config PATH]"}) {}
+
+  void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
+    ParseCommandLine(args);  // refuses anything but --config, which the start-up path took out already
+    config_ = LoadConfig(reader);
+  }
+  std::string LogLevel() const override { return config_.log_level; }
+  int Run(const app::ShutdownSignals& signals) override { return acquirer_sim::Run(config_, signals); }
+
+ private:
+  SimConfig config_;
+};
+
+}  // namespace
+
+std::unique_ptr<app::Daemon> MakeDaemon() { return std::make_unique<AcquirerSimDaemon>(); }
+
+}  // namespace charge_outbox::acquirer_sim
