@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <ctime>
 #include <cstdio>
 #include <deque>
@@ -113,10 +114,23 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   for (const int p : partitions) partition_list.push_back(std::to_string(p));
   tx.exec_params("SELECT count(pg_advisory_xact_lock($2::int, p)) FROM unnest($1::int[]) AS p",
                  TextArray(partition_list), kPartitionLockSpace);
+  // Progress, of the charges that may have some. A charge whose batch holds its sequence 1 is taken as new,
+  // unread: a charge is almost always new when its first event comes. Should it have progress all the
+  // same (a re-delivery), the event it applied before is in the inbox and the charge in inbox_charges,
+  // so the inserts below collide and the batch comes again `careful`, reading every charge.
+  std::vector<std::string> maybe_known;
+  for (const auto& [id, arrived] : charges) {
+    const bool has_first = std::any_of(arrived.begin(), arrived.end(),
+                                       [](const Candidate& c) { return c.event->sequence == 1; });
+    if (careful || !has_first) maybe_known.push_back(id);
+  }
   std::unordered_map<std::string, int> last;
-  for (const auto& row : tx.exec_params(
-           "SELECT charge_id, last_sequence FROM inbox_charges WHERE charge_id = ANY($1::text[])", id_array)) {
-    last[row[0].as<std::string>()] = row[1].as<int>();
+  if (!maybe_known.empty()) {
+    for (const auto& row : tx.exec_params(
+             "SELECT charge_id, last_sequence FROM inbox_charges WHERE charge_id = ANY($1::text[])",
+             TextArray(maybe_known))) {
+      last[row[0].as<std::string>()] = row[1].as<int>();
+    }
   }
 
   // Held events of these charges: they go before this batch's.
@@ -218,6 +232,23 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
     if (step.gap_before > 0) gapped.push_back(&step);
   }
   outcome.applied = static_cast<std::int64_t>(to_apply.size());
+  // Progress moves only from where this batch read it: an update (HOT: no indexed column changes) of the
+  // rows read above, still at the sequence read, and a plain insert for new charges. If another consumer
+  // moved or created one meanwhile, the update misses it or the insert collides (after waiting for that
+  // consumer's commit, in both cases), and the whole batch is rolled back. Written before the handler is
+  // called, so that a charge taken as new wrongly (above) is found out before the handler sees its events.
+  if (!moved_ids.empty()) {
+    const auto r = tx.exec_params(
+        "UPDATE inbox_charges c SET last_sequence = u.s, updated_at = now()"
+        "  FROM unnest($1::text[], $2::int[], $3::int[]) AS u(id, s, b) WHERE c.charge_id = u.id AND c.last_sequence = u.b",
+        TextArray(moved_ids), TextArray(moved_sequences), TextArray(moved_from));
+    if (r.affected_rows() != moved_ids.size()) MovedUnderUs(moved_ids.size(), r.affected_rows());
+  }
+  if (!new_ids.empty()) {
+    // A collision here is a unique violation: Apply sends the batch again, which then reads the row.
+    tx.exec_params("INSERT INTO inbox_charges (charge_id, last_sequence) SELECT * FROM unnest($1::text[], $2::int[])",
+                   TextArray(new_ids), TextArray(new_sequences));
+  }
   if (!to_apply.empty()) {
     HandlerTransaction handler_tx(tx);
     handler.Apply(handler_tx, to_apply);
@@ -242,22 +273,6 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   }
   if (!unheld.empty()) {
     tx.exec_params("DELETE FROM inbox_held WHERE event_id = ANY($1::uuid[])", TextArray(unheld));
-  }
-  // Progress moves only from where this batch read it: an update (HOT: no indexed column changes) of the
-  // rows read above, still at the sequence read, and a plain insert for new charges. If another consumer
-  // moved or created one meanwhile, the update misses it or the insert collides (after waiting for that
-  // consumer's commit, in both cases), and the whole batch, the handler's effects with it, is rolled back.
-  if (!moved_ids.empty()) {
-    const auto r = tx.exec_params(
-        "UPDATE inbox_charges c SET last_sequence = u.s, updated_at = now()"
-        "  FROM unnest($1::text[], $2::int[], $3::int[]) AS u(id, s, b) WHERE c.charge_id = u.id AND c.last_sequence = u.b",
-        TextArray(moved_ids), TextArray(moved_sequences), TextArray(moved_from));
-    if (r.affected_rows() != moved_ids.size()) MovedUnderUs(moved_ids.size(), r.affected_rows());
-  }
-  if (!new_ids.empty()) {
-    // A collision here is a unique violation: Apply sends the batch again, which then reads the row.
-    tx.exec_params("INSERT INTO inbox_charges (charge_id, last_sequence) SELECT * FROM unnest($1::text[], $2::int[])",
-                   TextArray(new_ids), TextArray(new_sequences));
   }
   if (!gapped.empty()) {
     tx.exec_params(

@@ -253,6 +253,39 @@ TEST_F(PgInboxTest, ReleaseDueAppliesPastTheGapAfterTheWaitAndRecordsIt) {
   EXPECT_THAT(AppliedSequences(2), ElementsAre(1));
 }
 
+// A batch holding a charge's sequence 1 takes the charge as new without reading its progress (the common
+// case, made cheap); these are the cases where it is not new, and the handler must still never see them.
+TEST_F(PgInboxTest, ASequenceOneOfAChargeThatMovedOnIsADuplicateTheHandlerNeverSees) {
+  auto inbox = Open();
+  const GapOptions gaps{.policy = GapPolicy::kApply, .wait = 100ms};
+  // Charge 1's sequence 1 never came: its 2 is applied past the gap.
+  EXPECT_EQ(Apply(*inbox, {Event(1, 2)}, gaps).held, 1);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(inbox->ReleaseDue(handler_, gaps, 100).value().applied, 1);
+  // Charge 2 applied its 1.
+  EXPECT_EQ(Apply(*inbox, {Event(2, 1)}, gaps).applied, 1);
+  const int calls = handler_.calls;
+
+  // Now charge 1's 1 comes late (it is not in the inbox: only progress says it is behind), and charge 2's
+  // 1 again with its 2.
+  const auto late = Apply(*inbox, {Event(1, 1), Event(2, 1), Event(2, 2)}, gaps);
+  EXPECT_EQ(late.applied, 1);
+  EXPECT_EQ(late.duplicates, 2);
+  EXPECT_THAT(AppliedSequences(1), ElementsAre(2));
+  EXPECT_THAT(AppliedSequences(2), ElementsAre(1, 2));
+  EXPECT_EQ(handler_.calls, calls + 1);  // once, for charge 2's sequence 2 alone
+  EXPECT_EQ(LastSequence(1), "2");
+  EXPECT_EQ(LastSequence(2), "2");
+
+  // Charge 1's 1 alone: nothing in the inbox gives it away, only the charge's progress, and the handler is
+  // not called even once (not even in a transaction rolled back afterwards).
+  const auto alone = Apply(*inbox, {Event(1, 1)}, gaps);
+  EXPECT_EQ(alone.applied, 0);
+  EXPECT_EQ(alone.duplicates, 1);
+  EXPECT_EQ(handler_.calls, calls + 1);
+  EXPECT_THAT(AppliedSequences(1), ElementsAre(2));
+}
+
 TEST_F(PgInboxTest, AFailingHandlerRollsTheWholeBatchBackAndTheRetrySucceeds) {
   auto inbox = Open();
   Apply(*inbox, {Event(9, 1)});
