@@ -6,29 +6,38 @@ namespace charge_outbox::acquirer {
 
 namespace asio = boost::asio;
 
-// The lambdas below are not coroutines: each call copies its arguments into the client's coroutine
-// frame at once, so nothing refers to the lambda after it returns.
+namespace {
 
+// One operation of `client` under `policy`, with the same request (so the same idempotency key) in every
+// attempt. The lambda is not a coroutine: each call copies its arguments into the client's coroutine
+// frame at once, so nothing refers to the lambda after it returns.
+template <class Request>
+asio::awaitable<RetryRun> WithRetries(AcquirerClient& client,
+                                      asio::awaitable<AttemptOutcome> (AcquirerClient::*operation)(Request, std::string),
+                                      Request request, const RetryPolicy& policy, util::Clock& clock,
+                                      AttemptObserver* observer) {
+  co_return co_await RunWithRetries(
+      policy, clock,
+      [&client, operation, &request](AttemptContext attempt) { return (client.*operation)(request, attempt.request_id); },
+      observer);
+}
+
+}  // namespace
+
+// Not coroutines: each hands back WithRetries' awaitable, which owns the request.
 asio::awaitable<RetryRun> CaptureWithRetries(AcquirerClient& client, CaptureRequest request, const RetryPolicy& policy,
                                              util::Clock& clock, AttemptObserver* observer) {
-  co_return co_await RunWithRetries(
-      policy, clock, [&client, &request](AttemptContext attempt) { return client.Capture(request, attempt.request_id); },
-      observer);
+  return WithRetries(client, &AcquirerClient::Capture, std::move(request), policy, clock, observer);
 }
 
 asio::awaitable<RetryRun> LookupWithRetries(AcquirerClient& client, LookupRequest request, const RetryPolicy& policy,
                                             util::Clock& clock, AttemptObserver* observer) {
-  co_return co_await RunWithRetries(
-      policy, clock,
-      [&client, &request](AttemptContext attempt) { return client.LookupByKey(request, attempt.request_id); },
-      observer);
+  return WithRetries(client, &AcquirerClient::LookupByKey, std::move(request), policy, clock, observer);
 }
 
 asio::awaitable<RetryRun> VoidWithRetries(AcquirerClient& client, VoidRequest request, const RetryPolicy& policy,
                                           util::Clock& clock, AttemptObserver* observer) {
-  co_return co_await RunWithRetries(
-      policy, clock, [&client, &request](AttemptContext attempt) { return client.Void(request, attempt.request_id); },
-      observer);
+  return WithRetries(client, &AcquirerClient::Void, std::move(request), policy, clock, observer);
 }
 
 asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow window, const RetryPolicy& policy,
