@@ -64,7 +64,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/*
 extraEnv of a component, refused here as well as in the schema (which --skip-schema-validation turns off):
-a secret belongs in a Secret, and FAILPOINTS only in test builds (spec section 6). Call with
+a secret belongs in a Secret, and FAILPOINTS only in test builds (docs/operations.md, docs/failpoints.md). Call with
 (list "<values key>" .Values.<component>.extraEnv).
 */}}
 {{- define "charge-outbox.extraEnv" -}}
