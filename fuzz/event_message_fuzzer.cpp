@@ -1,5 +1,5 @@
 // The Kafka message of a charge event, from any values the outbox row may hold: the relay's claim
-// formats ce_time from created_at (common/src/outbox/pg_outbox_store.cpp) and ToMessage
+// formats ce_time from created_at (common/src/outbox/pg/pg_outbox_store.cpp) and ToMessage
 // (services/outbox-relay/src/relay_loop.cpp) builds the key, value and CloudEvents headers. The payload
 // itself is built by PostgreSQL (charge_event_payload, sql/migrations) and travels as it is.
 //

@@ -11,7 +11,7 @@
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/inbox/inbox.hpp"
 #include "charge_outbox/kafka/client_properties.hpp"
-#include "inbox/pg_inbox.hpp"
+#include "inbox/pg/pg_inbox.hpp"
 
 namespace charge_outbox::inbox {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "charge_outbox/db/migrations.hpp"
 #include "charge_outbox/inbox/inbox.hpp"
-#include "inbox/pg_inbox.hpp"
+#include "inbox/pg/pg_inbox.hpp"
 #include "pg_test_database.hpp"
 
 namespace charge_outbox::inbox {

@@ -1,4 +1,4 @@
-#include "inbox/pg_inbox.hpp"
+#include "inbox/pg/pg_inbox.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -8,7 +8,7 @@
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/util/sha256.hpp"
 #include "charge_outbox/util/time.hpp"
-#include "charges/charge_sql.hpp"
+#include "charges/pg/charge_sql.hpp"
 
 namespace charge_outbox::charges {
 namespace {

@@ -1,4 +1,4 @@
-#include "charges/charge_sql.hpp"
+#include "charges/pg/charge_sql.hpp"
 
 #include "charge_outbox/util/time.hpp"
 

@@ -4,7 +4,7 @@
 
 #include "charge_outbox/charges/reconciliation_store.hpp"
 #include "charge_outbox/util/time.hpp"
-#include "charges/charge_sql.hpp"
+#include "charges/pg/charge_sql.hpp"
 
 namespace charge_outbox::charges {
 namespace {
