@@ -230,35 +230,40 @@ TEST(RelayConfigTest, DeadlinesAndTheLivenessTimeoutDerivedFromThem) {
   refused("database:\n  call_timeout: 1s\n", "database.call_timeout");    // below the statement timeout
 }
 
+// The relay's config from `yaml`, with the two required variables and `env`.
+RelayConfig LoadWith(const std::string& yaml, std::map<std::string, std::string> env = {}) {
+  env.insert({{"DATABASE_URL", "postgresql://db/x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}});
+  auto reader = config::ConfigReader::FromString(yaml, Env(env));
+  return LoadConfig(reader, true);
+}
+
 // The backoff keys are spelled `relay.backoff.*` like every daemon's; the old spellings fail at start,
 // naming the new key, instead of being ignored for the default.
 TEST(RelayConfigTest, BackoffKeysAndTheirOldSpellingsRefused) {
-  const std::map<std::string, std::string> base{{"DATABASE_URL", "postgresql://db/x"},
-                                                {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}};
-  auto defaults = config::ConfigReader::FromString("", Env(base));
-  const auto d = LoadConfig(defaults, true);
-  EXPECT_EQ(d.backoff.base, std::chrono::milliseconds{200});
-  EXPECT_EQ(d.backoff.max, std::chrono::seconds{5});
-  auto set = config::ConfigReader::FromString("relay:\n  backoff:\n    base: 50ms\n    max: 2s\n", Env(base));
-  const auto c = LoadConfig(set, true);
-  EXPECT_EQ(c.backoff.base, std::chrono::milliseconds{50});
-  EXPECT_EQ(c.backoff.max, std::chrono::seconds{2});
+  EXPECT_EQ(LoadWith("").backoff.base, std::chrono::milliseconds{200});
+  EXPECT_EQ(LoadWith("").backoff.max, std::chrono::seconds{5});
+  const auto set = LoadWith("relay:\n  backoff:\n    base: 50ms\n    max: 2s\n");
+  EXPECT_EQ(set.backoff.base, std::chrono::milliseconds{50});
+  EXPECT_EQ(set.backoff.max, std::chrono::seconds{2});
 
-  auto refused = [&](const std::string& yaml, std::map<std::string, std::string> env, const std::string& old_key,
-                     const std::string& new_key) {
-    env.insert(base.begin(), base.end());
-    auto reader = config::ConfigReader::FromString(yaml, Env(env));
-    try {
-      LoadConfig(reader, true);
-      ADD_FAILURE() << old_key << " accepted";
-    } catch (const config::ConfigError& e) {
-      EXPECT_EQ(e.key(), old_key);
-      EXPECT_THAT(e.problem(), ::testing::HasSubstr(new_key));
-    }
+  const struct {
+    std::string yaml;
+    std::map<std::string, std::string> env;
+    std::string key, names;
+  } refused[] = {
+      {"relay:\n  retry_backoff: 100ms\n", {}, "relay.retry_backoff", "relay.backoff.base"},
+      {"", {{"RELAY_MAX_RETRY_BACKOFF", "1s"}}, "relay.max_retry_backoff", "RELAY_BACKOFF_MAX"},
+      {"relay:\n  backoff:\n    base: 2s\n    max: 1s\n", {}, "relay.backoff.max", "relay.backoff.base"},
   };
-  refused("relay:\n  retry_backoff: 100ms\n", {}, "relay.retry_backoff", "relay.backoff.base");
-  refused("", {{"RELAY_MAX_RETRY_BACKOFF", "1s"}}, "relay.max_retry_backoff", "relay.backoff.max");
-  refused("relay:\n  backoff:\n    base: 2s\n    max: 1s\n", {}, "relay.backoff.max", "relay.backoff.base");
+  for (const auto& r : refused) {
+    try {
+      LoadWith(r.yaml, r.env);
+      ADD_FAILURE() << r.key << " accepted";
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(e.key(), r.key);
+      EXPECT_THAT(e.problem(), ::testing::HasSubstr(r.names));
+    }
+  }
 }
 
 }  // namespace
