@@ -8,9 +8,14 @@ tests, docs). ctest `MetricNames`; needs nothing but the source tree.
 import pathlib
 import re
 import subprocess
+import sys
 import unittest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+import markdown_tables  # noqa: E402
+from markdown_tables import rows  # noqa: E402
+
 DOC = ROOT / "docs" / "metrics.md"
 
 # The component of each source tree, and its prefix (docs/metrics.md, "The naming rule").
@@ -53,17 +58,7 @@ def registered():
 
 
 def doc_sections():
-    """The document split at its '## ' headings: {heading: text}."""
-    parts = re.split(r"^## (.+)$", DOC.read_text(), flags=re.M)
-    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
-
-
-def rows(text):
-    """The table rows of a text, as lists of cells."""
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("| ") and not line.startswith("| ---"):
-            yield [c.strip() for c in line[1:-1].split("|")]
+    return markdown_tables.sections(DOC)
 
 
 def documented():
