@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "charge_outbox/log/log.hpp"
+#include "pushgateway.hpp"
 
 namespace charge_outbox::reconciler {
 namespace {
@@ -63,6 +64,10 @@ ReconcilerConfig LoadConfig(config::ConfigReader& r) {
   c.database_pool_size = static_cast<std::size_t>(
       r.Integer("database.pool_size", static_cast<std::int64_t>(s.concurrency) + 2, 1, 512));
   c.pushgateway.url = r.String("metrics.pushgateway.url", "");
+  if (!c.pushgateway.url.empty() && !ParsePushgatewayUrl(c.pushgateway.url)) {
+    // The value is not echoed: a URL may carry credentials.
+    throw config::ConfigError("metrics.pushgateway.url", "expected http://host:port or https://host:port");
+  }
   c.pushgateway.job = r.String("metrics.pushgateway.job", "reconciler");
   if (c.pushgateway.job.empty()) {
     throw config::ConfigError("metrics.pushgateway.job", "must not be empty; the default is reconciler");

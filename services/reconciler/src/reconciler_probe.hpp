@@ -28,22 +28,13 @@
 
 namespace charge_outbox::reconciler {
 
-struct PushgatewayAddress {
-  std::string host;  // with its scheme: "http://pushgateway"
-  std::string port;
-};
-
-// Parses "http://host:port" (or https); nullopt for anything else, so config can name the key.
-std::optional<PushgatewayAddress> ParsePushgatewayUrl(const std::string& url);
-
 class ReconcilerProbe {
  public:
   ReconcilerProbe();
 
   // Sets every gauge from the summary.
   void Record(const RunSummary& summary, std::chrono::system_clock::time_point finished_at);
-  // Pushes to the gateway with HTTP POST (it replaces only the metrics this run sets). Returns the HTTP
-  // status, or a negative number when the gateway could not be reached.
+  // PushToGateway with this run's metrics.
   int Push(const PushgatewayOptions& options, RunMode mode);
 
   metrics::Registry& registry() { return *registry_; }

@@ -8,7 +8,7 @@
 #include "charge_outbox/util/time.hpp"
 #include "command_line.hpp"
 #include "reconciler_config.hpp"
-#include "reconciler_probe.hpp"
+#include "pushgateway.hpp"
 #include "run_summary.hpp"
 
 namespace charge_outbox::reconciler {
@@ -163,6 +163,8 @@ TEST(ReconcilerConfigTest, InconsistentValuesNameTheirKey) {
   EXPECT_EQ(key_of({{"RECONCILER_BACKOFF_MAX", "1s"}}), "reconciler.backoff.max");
   EXPECT_EQ(key_of({}, "reconciler:\n  grace_periode: 1m\n"), "reconciler.grace_periode");
   EXPECT_EQ(key_of({}, "database:\n  url: postgresql://in-a-file\n"), "database.url");
+  EXPECT_EQ(key_of({{"METRICS_PUSHGATEWAY_URL", "pushgateway:9091"}}), "metrics.pushgateway.url");
+  EXPECT_EQ(key_of({{"METRICS_PUSHGATEWAY_URL", "http://pushgateway:9091"}}), "accepted");
 }
 
 TEST(ReconcilerPushgateway, UrlParsing) {
