@@ -12,7 +12,8 @@ EvidenceClass EvidenceOf(OutcomeKind kind) {
       return EvidenceClass::kDeclined;
     case OutcomeKind::kNotSent:
       return EvidenceClass::kNotSent;
-    // A lookup's 404 may be a read too early or the wrong environment (seed 004), so it proves nothing.
+    // A lookup's 404 may be a read too early or the wrong environment, so it proves nothing
+    // (docs/background.md, "What each piece of evidence proves").
     case OutcomeKind::kNotFound:
     case OutcomeKind::kTimedOut:
     case OutcomeKind::kConnectionDropped:

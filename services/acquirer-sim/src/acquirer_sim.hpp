@@ -1,4 +1,4 @@
-// acquirer-sim: a fault-injectable card acquirer (spec section 4) on the common HTTP server.
+// acquirer-sim: a fault-injectable card acquirer (its contract: README.md, "Endpoints") on the common HTTP server.
 //
 // AcquirerSim owns the capture log, the store replayed from it, the fault engine and the server. Its
 // Handle() is the whole HTTP surface: a function from request to reply, routing to one handler per

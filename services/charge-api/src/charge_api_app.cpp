@@ -72,7 +72,7 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
       r.Duration("http.refusal_pacing.max_wait", pacing_defaults.max_wait, milliseconds{1}, std::chrono::minutes{1});
   c.refusal_pacing.clients =
       static_cast<std::size_t>(r.Integer("http.refusal_pacing.clients", 100'000, 1, 10'000'000));
-  // The admin port carries probes and the scrape; the API port the API alone (spec section 3).
+  // The admin port carries probes and the scrape; the API port the API alone (docs/charge-api.md, "Two ports").
   c.admin.address = r.String("admin.address", "0.0.0.0");
   c.admin.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));
   c.admin.threads = 1;

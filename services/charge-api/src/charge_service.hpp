@@ -1,4 +1,5 @@
-// ChargeService: the flow of seed 000 behind POST /v1/charges, and the two reads.
+// ChargeService: the flow of docs/charge-api.md (intent before effect) behind POST /v1/charges, and the
+// two reads.
 //
 //   1. Intent: the charge `pending`, its `initiated` event and attempt 1, in one statement. The
 //      per-merchant unique key decides who is first.

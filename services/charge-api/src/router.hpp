@@ -1,7 +1,7 @@
-// Router: the API port of charge-api (spec section 3). It authenticates (answering 429 to a client past its
-// failed-authentication budget before any database lookup), applies the merchant's request rate, checks
-// the media type and the Idempotency-Key, parses the body, hands the work to ChargeService, and counts
-// every request. Probes and metrics are on the admin port (admin_router.hpp).
+// Router: the API port of charge-api (docs/charge-api.md, docs/openapi.yaml). It authenticates (answering 429
+// to a client past its failed-authentication budget before any database lookup), applies the merchant's
+// request rate, checks the media type and the Idempotency-Key, parses the body, hands the work to
+// ChargeService, and counts every request. Probes and metrics are on the admin port (admin_router.hpp).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>

@@ -21,7 +21,7 @@ inline constexpr RouteSpec kRoutes[] = {
     {"get", "/v1/charges"},
     {"get", "/v1/charges/{id}"},
 };
-// The admin port (`admin.port`, spec section 3): probes and the scrape, never on the API port.
+// The admin port (`admin.port`, docs/charge-api.md "Two ports"): probes and the scrape, never on the API port.
 inline constexpr RouteSpec kAdminRoutes[] = {
     {"get", "/healthz"},
     {"get", "/readyz"},

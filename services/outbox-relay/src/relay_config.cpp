@@ -44,7 +44,7 @@ constexpr PassThrough kPassThrough[] = {
 
 RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   RelayConfig c;
-  // The relay has no API: its one listener is its admin port (spec section 3), named as every daemon's is.
+  // The relay has no API: its one listener is its admin port (docs/operations.md, "Ports"), named as every daemon's is.
   c.http.address = r.String("admin.address", "0.0.0.0");
   c.http.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));
   c.http.threads = 1;

@@ -4,7 +4,7 @@
 // functions over plain data (the clock and the random source are passed in), so every row of the table
 // in docs/reconciler.md is a unit test.
 //
-// The rules, in short (seed 000 and 004: never guess):
+// The rules, in short (docs/background.md, "Never guess"):
 //   - lookup finds our capture (amount, currency, reference match) -> captured; past the deadline -> void it
 //   - lookup finds a different capture under our key                -> needs_review, never a fix
 //   - not found, on one look or within the visibility window         -> stay pending, look again

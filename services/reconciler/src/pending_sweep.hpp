@@ -1,9 +1,10 @@
-// PendingSweep: one run's pass over the pending charges older than the grace period (seed 000's safety
-// net). It claims due charges in batches (a lease, see ReconciliationStore), asks the acquirer about each
-// by its idempotency key, decides with the table in decision.hpp, and applies the decision: a transition
-// through charges::Settle (the same conditional update charge-api uses, so exactly one of them wins a race,
-// and a proof that loses to a contradicting state goes to review), or a later look. Every acquirer call is
-// recorded as an attempt with actor "reconciler" before it is sent.
+// PendingSweep: one run's pass over the pending charges older than the grace period (the safety net of
+// docs/background.md, "A capture without a record"). It claims due charges in batches (a lease, see
+// ReconciliationStore), asks the acquirer about each by its idempotency key, decides with the table in
+// decision.hpp, and applies the decision: a transition through charges::Settle (the same conditional update
+// charge-api uses, so exactly one of them wins a race, and a proof that loses to a contradicting state goes
+// to review), or a later look. Every acquirer call is recorded as an attempt with actor "reconciler" before
+// it is sent.
 //
 // Within a run, up to `concurrency` charges are worked on at once, all on the caller's executor (one I/O
 // thread is plenty: the database calls run on the pool's threads and the acquirer calls are async).

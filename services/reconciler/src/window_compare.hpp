@@ -1,6 +1,6 @@
 // Window comparison: the acquirer's captures of a time window against our charges, matched by reference
 // (the charge's public id) and confirmed by remote id, amount, currency, idempotency key and status
-// (seed 004: a close timestamp alone never matches). Pure, so each kind of discrepancy is a unit test;
+// (docs/background.md: a close timestamp alone never matches). Pure, so each kind of discrepancy is a unit test;
 // WindowReconciliation does the I/O around it.
 #pragma once
 

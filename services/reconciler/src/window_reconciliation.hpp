@@ -2,7 +2,7 @@
 // [from, to) (all pages), compares them with our charges (window_compare.hpp), confirms by key each of our
 // captured charges the listing does not show, flags every charge with a discrepancy `needs_review` (with
 // its event), and returns the report. It changes nothing else: a discrepancy is for a human to settle
-// (seed 004: never force a state, never create another charge to fix one).
+// (docs/background.md, "Repair by new operations": never force a state, never create another charge to fix one).
 //
 // A listing that could not be read to its end is reported incomplete and flags nothing: "absent from a
 // partial listing" proves nothing.

@@ -1,5 +1,5 @@
 // HttpAcquirerClient against the real acquirer-sim process: every fault the simulator injects ends in
-// the evidence class spec section 2 asks for, a capture whose answer never came is found by its key,
+// the evidence class docs/charge-states.md asks for, a capture whose answer never came is found by its key,
 // the ledger survives a SIGKILL of the simulator, and 50 concurrent captures with one key (retried by
 // the policy through 409s) make exactly one capture. Each test starts its own simulator (port 0, its
 // own data directory); the client's io_context runs on a thread of its own, as in a daemon.

@@ -1,6 +1,6 @@
-// charge-api as it runs: the real binary against a real PostgreSQL and the real acquirer-sim, driven
-// over HTTP. Every row of the contract table (spec section 3), concurrency across two instances, and a
-// crash at every failpoint of the flow.
+// charge-api as it runs: the real binary against a real PostgreSQL and the real acquirer-sim, driven over
+// HTTP. Every row of the contract table (docs/charge-api.md, docs/openapi.yaml), concurrency across two
+// instances, and a crash at every failpoint of the flow.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -358,7 +358,7 @@ TEST_F(ChargeApiE2E, AnInventedMethodIsCountedAsOtherNotByItsName) {
   EXPECT_THAT(text, ::testing::Not(HasSubstr("BREW")));
 }
 
-// Probes and the scrape are on the admin port (spec section 3); the API port answers them 404.
+// Probes and the scrape are on the admin port (docs/charge-api.md, "Two ports"); the API port answers them 404.
 TEST_F(ChargeApiE2E, HealthReadinessAndMetricsOnTheAdminPortOnly) {
   ASSERT_NE(api_->admin_port(), 0) << api_->Output();
   ASSERT_NE(api_->admin_port(), api_->port());

@@ -1,6 +1,6 @@
 // AcquirerClient: the interface charge-api and the reconciler use to talk to the card acquirer
-// (spec section 4), with one method per request, and helpers that run those requests under a
-// RetryPolicy. HttpAcquirerClient is the real implementation; tests use a fake.
+// (services/acquirer-sim/README.md, "Endpoints"), with one method per request, and helpers that run
+// those requests under a RetryPolicy. HttpAcquirerClient is the real implementation; tests use a fake.
 //
 // Each method is one attempt: it never retries on its own and never throws for an I/O problem; every
 // failure is an AttemptOutcome. The caller passes the request id of the attempt.

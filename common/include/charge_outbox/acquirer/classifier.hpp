@@ -2,7 +2,7 @@
 // arrived) into an AttemptOutcome. Pure functions over plain data, so every failure mode is a unit
 // test without sockets; the HTTP client calls exactly these.
 //
-// Decisions that are not obvious from the spec:
+// Decisions that are not obvious from the acquirer's contract:
 // - A success status (201 capture, 200 lookup/void/list) whose body does not parse as the contract
 //   says is kUntrustedResponse (evidence unknown), never "approved with garbage": we cannot confirm
 //   the amount, currency, reference or capture id, so we cannot claim the money moved as we asked.

@@ -1,6 +1,6 @@
 // Acquirer model: what the acquirer client sends (capture, lookup, void, list requests), what it gets
 // back (captures), and the outcome of one attempt: what kind of answer it was, what it proves about
-// the money (its evidence class, spec section 2) and whether asking again is safe (its retryability).
+// the money (its evidence class, docs/charge-states.md) and whether asking again is safe (its retryability).
 //
 // An attempt is not the business operation: one charge may need several attempts, each with a fresh
 // request id and the same idempotency key. The outcome of each attempt is recorded as it is.
@@ -86,7 +86,7 @@ struct CaptureRequest {
   std::string payment_method;
 };
 
-// What a capture found for our key must match before we believe it is ours (seed 004: confirm with
+// What a capture found for our key must match before we believe it is ours (docs/background.md: confirm with
 // remote id, reference, amount and currency, never with a close timestamp alone).
 struct ExpectedCapture {
   std::int64_t amount = 0;

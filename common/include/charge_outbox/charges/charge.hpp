@@ -1,4 +1,4 @@
-// Charge: the local record of one payment operation, its states (spec section 2) and its identifiers.
+// Charge: the local record of one payment operation, its states (docs/charge-states.md) and its identifiers.
 #pragma once
 
 #include <array>

@@ -2,7 +2,7 @@
 // reading of acquirer evidence that charge-api and the reconciler both use, so the two can never disagree
 // about the same facts (docs/charge-states.md has the table). Pure functions over plain data.
 //
-// The rules, in short (seed 004: what each piece of evidence proves; seed 000: never guess):
+// The rules, in short (docs/background.md: "What each piece of evidence proves", "Never guess"):
 //   - a capture under our key that matches the charge      -> captured (past the deadline: void it first)
 //   - that capture already voided                          -> past the deadline our own lost void: canceled;
 //                                                             before it someone else's: needs_review

@@ -19,7 +19,7 @@
 
 namespace charge_outbox::failpoints {
 
-// Every failpoint of the product (spec section 6, and the inbox's: docs/inbox.md); FAILPOINTS naming
+// Every failpoint of the product (docs/failpoints.md); FAILPOINTS naming
 // another is a config error, so a typo in a crash test cannot pass silently by never firing.
 inline const std::vector<std::string> kKnownPoints = {
     "charge.before_intent_commit",  "charge.after_intent_commit",       "charge.after_acquirer_response",
