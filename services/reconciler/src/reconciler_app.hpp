@@ -24,7 +24,7 @@ class ReconcilerApp {
   ReconcilerApp& operator=(const ReconcilerApp&) = delete;
 
   // One sweep of the due pending charges. A SIGTERM or SIGINT (blocked by the caller's ShutdownSignals,
-  // see main.cpp) stops it early: work in progress finishes, the rest is given back.
+  // see app::Main) stops it early: work in progress finishes, the rest is given back.
   int RunSweep(const app::ShutdownSignals& signals);
 
   // The window report for the command's window ([from, to), or TrailingWindow by the run's clock with the
