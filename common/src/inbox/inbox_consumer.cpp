@@ -86,10 +86,8 @@ InboxOptions LoadInboxOptions(config::ConfigReader& r, std::string application_n
 }
 
 InboxProbe::InboxProbe(metrics::Registry& registry)
-    : events_(prometheus::BuildCounter()
-                  .Name("inbox_events_total")
-                  .Help("Messages read from the topic, by what the inbox did with them")
-                  .Register(registry)),
+    : events_(metrics::CounterFamily(registry, "inbox_events_total",
+                                     "Messages read from the topic, by what the inbox did with them")),
       applied_(events_.Add({{"outcome", "applied"}})),
       duplicates_(events_.Add({{"outcome", "duplicate"}})),
       held_(events_.Add({{"outcome", "held"}})),
@@ -97,41 +95,21 @@ InboxProbe::InboxProbe(metrics::Registry& registry)
       rejected_(events_.Add({{"outcome", "rejected"}})),
       other_version_(events_.Add({{"outcome", "other_version"}})),
       expired_(events_.Add({{"outcome", "expired"}})),
-      gaps_(prometheus::BuildCounter()
-                .Name("inbox_gaps_total")
-                .Help("Events applied past a gap in their charge's sequence (recorded in inbox_gaps)")
-                .Register(registry)
-                .Add({})),
-      batch_failures_(prometheus::BuildCounter()
-                          .Name("inbox_batch_failures_total")
-                          .Help("Batch transactions that failed and were tried again")
-                          .Register(registry)
-                          .Add({})),
-      commit_failures_(prometheus::BuildCounter()
-                           .Name("inbox_offset_commit_failures_total")
-                           .Help("Kafka offset commits that failed (the next one covers them; re-deliveries are deduplicated)")
-                           .Register(registry)
-                           .Add({})),
-      batch_seconds_(prometheus::BuildHistogram()
-                         .Name("inbox_batch_duration_seconds")
-                         .Help("Time to apply one batch: the transaction, the handler's work included")
-                         .Register(registry)
-                         .Add({}, metrics::LatencyBuckets())),
-      lag_(prometheus::BuildGauge()
-               .Name("inbox_consumer_lag_messages")
-               .Help("Messages on the assigned partitions not yet applied (high watermark minus position)")
-               .Register(registry)
-               .Add({})),
-      held_now_(prometheus::BuildGauge()
-                    .Name("inbox_held_events")
-                    .Help("Events held past a gap, waiting for the events before them")
-                    .Register(registry)
-                    .Add({})),
-      assigned_(prometheus::BuildGauge()
-                    .Name("inbox_assigned_partitions")
-                    .Help("Partitions of the topic assigned to this instance")
-                    .Register(registry)
-                    .Add({})) {}
+      gaps_(metrics::Counter(registry, "inbox_gaps_total",
+                             "Events applied past a gap in their charge's sequence (recorded in inbox_gaps)")),
+      batch_failures_(metrics::Counter(registry, "inbox_batch_failures_total",
+                                       "Batch transactions that failed and were tried again")),
+      commit_failures_(metrics::Counter(registry, "inbox_offset_commit_failures_total",
+                                        "Kafka offset commits that failed (the next one covers them; re-deliveries are deduplicated)")),
+      batch_seconds_(metrics::Histogram(registry, "inbox_batch_duration_seconds",
+                                        "Time to apply one batch: the transaction, the handler's work included",
+                                        metrics::LatencyBuckets())),
+      lag_(metrics::Gauge(registry, "inbox_consumer_lag_messages",
+                          "Messages on the assigned partitions not yet applied (high watermark minus position)")),
+      held_now_(metrics::Gauge(registry, "inbox_held_events",
+                               "Events held past a gap, waiting for the events before them")),
+      assigned_(metrics::Gauge(registry, "inbox_assigned_partitions",
+                               "Partitions of the topic assigned to this instance")) {}
 
 void InboxProbe::Outcomes(std::int64_t applied, std::int64_t duplicates, std::int64_t held, std::int64_t released,
                           std::int64_t rejected, std::int64_t other_version, std::int64_t expired) {

@@ -4,63 +4,31 @@
 
 namespace charge_outbox::charge_api {
 
-using prometheus::BuildCounter;
-using prometheus::BuildGauge;
-using prometheus::BuildHistogram;
-
 ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
-    : requests_(BuildCounter()
-                    .Name("charge_api_http_requests_total")
-                    .Help("HTTP requests by route, method and status")
-                    .Register(registry)),
-      request_latency_(BuildHistogram()
-                           .Name("charge_api_http_request_duration_seconds")
-                           .Help("HTTP request latency by route, from the first byte read to the reply")
-                           .Register(registry)),
-      charges_(BuildCounter()
-                   .Name("charge_api_charges_total")
-                   .Help("Charges answered, by outcome (captured, declined, failed, pending, needs_review)")
-                   .Register(registry)),
-      replays_(BuildCounter()
-                   .Name("charge_api_idempotent_replays_total")
-                   .Help("Repeated requests answered with the stored first response")
-                   .Register(registry)
-                   .Add({})),
-      in_flight_conflicts_(BuildCounter()
-                               .Name("charge_api_in_flight_conflicts_total")
-                               .Help("Repeated requests refused with 409 while the first was still running")
-                               .Register(registry)
-                               .Add({})),
-      acquirer_calls_(BuildCounter()
-                          .Name("charge_api_acquirer_calls_total")
-                          .Help("Acquirer calls by operation, outcome and evidence class")
-                          .Register(registry)),
-      acquirer_latency_(BuildHistogram()
-                            .Name("charge_api_acquirer_call_duration_seconds")
-                            .Help("Acquirer call latency by operation and evidence class")
-                            .Register(registry)),
-      pending_overdue_(BuildGauge()
-                           .Name("charges_pending_overdue")
-                           .Help("Charges still pending past the configured deadline")
-                           .Register(registry)
-                           .Add({})),
-      auth_lookups_(BuildCounter()
-                        .Name("charge_api_auth_lookups_total")
-                        .Help("API keys looked up in the database (not answered from memory), by outcome")
-                        .Register(registry)),
-      refused_(BuildCounter()
-                   .Name("charge_api_refused_requests_total")
-                   .Help("Requests refused with 429 before any work, by reason")
-                   .Register(registry)),
-      auth_cache_entries_(BuildGauge()
-                              .Name("charge_api_auth_cache_entries")
-                              .Help("API key hashes remembered, by answer (valid, unknown)")
-                              .Register(registry)),
-      refusals_held_(BuildCounter()
-                         .Name("charge_api_refusals_held_total")
-                         .Help("Answers to anonymous clients (no route, method, key) held to pace their client")
-                         .Register(registry)
-                         .Add({})) {
+    : requests_(metrics::CounterFamily(registry, "charge_api_http_requests_total",
+                                       "HTTP requests by route, method and status")),
+      request_latency_(metrics::HistogramFamily(registry, "charge_api_http_request_duration_seconds",
+                                                "HTTP request latency by route, from the first byte read to the reply")),
+      charges_(metrics::CounterFamily(registry, "charge_api_charges_total",
+                                      "Charges answered, by outcome (captured, declined, failed, pending, needs_review)")),
+      replays_(metrics::Counter(registry, "charge_api_idempotent_replays_total",
+                                "Repeated requests answered with the stored first response")),
+      in_flight_conflicts_(metrics::Counter(registry, "charge_api_in_flight_conflicts_total",
+                                            "Repeated requests refused with 409 while the first was still running")),
+      acquirer_calls_(metrics::CounterFamily(registry, "charge_api_acquirer_calls_total",
+                                             "Acquirer calls by operation, outcome and evidence class")),
+      acquirer_latency_(metrics::HistogramFamily(registry, "charge_api_acquirer_call_duration_seconds",
+                                                 "Acquirer call latency by operation and evidence class")),
+      pending_overdue_(metrics::Gauge(registry, "charges_pending_overdue",
+                                      "Charges still pending past the configured deadline")),
+      auth_lookups_(metrics::CounterFamily(registry, "charge_api_auth_lookups_total",
+                                           "API keys looked up in the database (not answered from memory), by outcome")),
+      refused_(metrics::CounterFamily(registry, "charge_api_refused_requests_total",
+                                      "Requests refused with 429 before any work, by reason")),
+      auth_cache_entries_(metrics::GaugeFamily(registry, "charge_api_auth_cache_entries",
+                                               "API key hashes remembered, by answer (valid, unknown)")),
+      refusals_held_(metrics::Counter(registry, "charge_api_refusals_held_total",
+                                      "Answers to anonymous clients (no route, method, key) held to pace their client")) {
   // Every label value is known up front: the series exist (at 0) before the first event.
   for (const char* outcome : {"found", "unknown", "error"}) auth_lookups_.Add({{"outcome", outcome}});
   for (const char* reason : {"failed_auth_limit", "merchant_rate_limit"}) refused_.Add({{"reason", reason}});

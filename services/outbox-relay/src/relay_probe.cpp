@@ -2,77 +2,36 @@
 
 namespace charge_outbox::outbox_relay {
 
-using prometheus::BuildCounter;
-using prometheus::BuildGauge;
-using prometheus::BuildHistogram;
-
 RelayProbe::RelayProbe(metrics::Registry& registry, int workers)
-    : lag_(BuildGauge()
-               .Name("outbox_lag_seconds")
-               .Help("Age of the oldest unpublished outbox event (parked ones included), read from the table")
-               .Register(registry)
-               .Add({})),
-      unpublished_(BuildGauge()
-                       .Name("outbox_unpublished_rows")
-                       .Help("Outbox events not yet published, parked ones included")
-                       .Register(registry)
-                       .Add({})),
-      parked_rows_(BuildGauge()
-                       .Name("outbox_parked_rows")
-                       .Help("Outbox events parked because Kafka refused them permanently; they hold back their charge")
-                       .Register(registry)
-                       .Add({})),
-      published_(BuildCounter()
-                     .Name("outbox_events_published_total")
-                     .Help("Events delivered to Kafka (persisted) and marked published by this relay")
-                     .Register(registry)
-                     .Add({})),
-      errors_(BuildCounter()
-                  .Name("outbox_publish_errors_total")
-                  .Help("Events not delivered, by retryability: transient (sent again) or never (parked)")
-                  .Register(registry)),
+    : lag_(metrics::Gauge(registry, "outbox_lag_seconds",
+                          "Age of the oldest unpublished outbox event (parked ones included), read from the table")),
+      unpublished_(metrics::Gauge(registry, "outbox_unpublished_rows",
+                                  "Outbox events not yet published, parked ones included")),
+      parked_rows_(metrics::Gauge(registry, "outbox_parked_rows",
+                                  "Outbox events parked because Kafka refused them permanently; they hold back their charge")),
+      published_(metrics::Counter(registry, "outbox_events_published_total",
+                                  "Events delivered to Kafka (persisted) and marked published by this relay")),
+      errors_(metrics::CounterFamily(registry, "outbox_publish_errors_total",
+                                     "Events not delivered, by retryability: transient (sent again) or never (parked)")),
       transient_errors_(errors_.Add({{"retryability", "transient"}})),
       never_errors_(errors_.Add({{"retryability", "never"}})),
-      parked_(BuildCounter()
-                  .Name("outbox_events_parked_total")
-                  .Help("Events this relay parked")
-                  .Register(registry)
-                  .Add({})),
-      batch_latency_(BuildHistogram()
-                         .Name("outbox_batch_duration_seconds")
-                         .Help("From claiming a batch to committing its marks (produce and every delivery report included)")
-                         .Register(registry)
-                         .Add({}, metrics::LatencyBuckets())),
-      batch_size_(BuildHistogram()
-                      .Name("outbox_batch_events")
-                      .Help("Events per claimed batch")
-                      .Register(registry)
-                      .Add({}, prometheus::Histogram::BucketBoundaries{1, 10, 100, 500, 1000, 5000, 10000})),
-      owned_shards_(BuildGauge()
-                        .Name("outbox_owned_shards")
-                        .Help("Shards (of 256) this relay holds the advisory lock of")
-                        .Register(registry)
-                        .Add({})),
-      members_(BuildGauge()
-                   .Name("outbox_live_relays")
-                   .Help("Live relay sessions sharing the shards, this one included")
-                   .Register(registry)
-                   .Add({})),
-      retention_kept_(BuildGauge()
-                          .Name("outbox_retention_kept_partitions")
-                          .Help("Day partitions past retention kept because they hold an unpublished event")
-                          .Register(registry)
-                          .Add({})),
-      retention_dropped_(BuildCounter()
-                             .Name("outbox_retention_dropped_partitions_total")
-                             .Help("Day partitions dropped by retention")
-                             .Register(registry)
-                             .Add({})),
-      database_errors_(BuildCounter()
-                           .Name("outbox_database_errors_total")
-                           .Help("Database operations of the relay loop that failed (retried)")
-                           .Register(registry)
-                           .Add({})),
+      parked_(metrics::Counter(registry, "outbox_events_parked_total", "Events this relay parked")),
+      batch_latency_(metrics::Histogram(registry, "outbox_batch_duration_seconds",
+                                        "From claiming a batch to committing its marks (produce and every delivery report included)",
+                                        metrics::LatencyBuckets())),
+      batch_size_(metrics::Histogram(registry, "outbox_batch_events",
+                                     "Events per claimed batch",
+                                     prometheus::Histogram::BucketBoundaries{1, 10, 100, 500, 1000, 5000, 10000})),
+      owned_shards_(metrics::Gauge(registry, "outbox_owned_shards",
+                                   "Shards (of 256) this relay holds the advisory lock of")),
+      members_(metrics::Gauge(registry, "outbox_live_relays",
+                              "Live relay sessions sharing the shards, this one included")),
+      retention_kept_(metrics::Gauge(registry, "outbox_retention_kept_partitions",
+                                     "Day partitions past retention kept because they hold an unpublished event")),
+      retention_dropped_(metrics::Counter(registry, "outbox_retention_dropped_partitions_total",
+                                          "Day partitions dropped by retention")),
+      database_errors_(metrics::Counter(registry, "outbox_database_errors_total",
+                                        "Database operations of the relay loop that failed (retried)")),
       owned_by_worker_(static_cast<std::size_t>(workers), 0) {}
 
 void RelayProbe::SetBacklog(const outbox::BacklogStats& stats) {

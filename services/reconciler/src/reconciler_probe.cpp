@@ -17,14 +17,13 @@ ReconcilerProbe::ReconcilerProbe()
 void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::time_point finished_at) {
   // No `mode` label on the metrics themselves: the Pushgateway's grouping key adds it to each.
   auto gauge = [&](const std::string& name, const std::string& help, double value) {
-    prometheus::BuildGauge().Name(name).Help(help).Register(*registry_).Add({}).Set(value);
+    metrics::Gauge(*registry_, name, help).Set(value);
   };
   auto d = [](std::int64_t v) { return static_cast<double>(v); };
   gauge("reconciler_last_run_examined_charges", "Charges the last run looked at", d(s.examined));
-  auto& resolved = prometheus::BuildGauge()
-                       .Name("reconciler_last_run_resolved_charges")
-                       .Help("Charges the last run moved out of pending (window: flagged for review), by outcome")
-                       .Register(*registry_);
+  auto& resolved =
+      metrics::GaugeFamily(*registry_, "reconciler_last_run_resolved_charges",
+                           "Charges the last run moved out of pending (window: flagged for review), by outcome");
   resolved.Add({{"outcome", "captured"}}).Set(d(s.captured));
   resolved.Add({{"outcome", "failed"}}).Set(d(s.failed));
   resolved.Add({{"outcome", "canceled"}}).Set(d(s.canceled));
@@ -39,10 +38,8 @@ void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::tim
         std::chrono::duration<double>(s.duration).count());
   gauge("reconciler_last_run_timestamp_seconds", "When the last run finished", Seconds(finished_at));
   if (s.mode == RunMode::kWindow) {
-    auto& family = prometheus::BuildGauge()
-                       .Name("reconciler_last_run_discrepancies")
-                       .Help("Discrepancies the last window report found, by kind")
-                       .Register(*registry_);
+    auto& family = metrics::GaugeFamily(*registry_, "reconciler_last_run_discrepancies",
+                                        "Discrepancies the last window report found, by kind");
     for (const auto& [kind, count] : s.discrepancies) family.Add({{"kind", kind}}).Set(d(count));
   }
   // Only a clean run sets it; PushAdd leaves the gateway's previous value in place otherwise, so the

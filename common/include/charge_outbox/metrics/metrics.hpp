@@ -25,4 +25,18 @@ inline constexpr const char* kTextContentType = "text/plain; version=0.0.4; char
 // timeout alike.
 prometheus::Histogram::BucketBoundaries LatencyBuckets();
 
+// A metric family registered under its name and help, for a probe's constructor: the family when the
+// probe adds its labelled series itself, or the one series without labels when the metric has none.
+// Both live as long as the registry; the probe keeps the reference.
+prometheus::Family<prometheus::Counter>& CounterFamily(Registry& registry, const std::string& name,
+                                                       const std::string& help);
+prometheus::Family<prometheus::Gauge>& GaugeFamily(Registry& registry, const std::string& name,
+                                                   const std::string& help);
+prometheus::Family<prometheus::Histogram>& HistogramFamily(Registry& registry, const std::string& name,
+                                                           const std::string& help);
+prometheus::Counter& Counter(Registry& registry, const std::string& name, const std::string& help);
+prometheus::Gauge& Gauge(Registry& registry, const std::string& name, const std::string& help);
+prometheus::Histogram& Histogram(Registry& registry, const std::string& name, const std::string& help,
+                                 const prometheus::Histogram::BucketBoundaries& buckets);
+
 }  // namespace charge_outbox::metrics
