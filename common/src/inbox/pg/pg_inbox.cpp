@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "charge_outbox/util/time.hpp"
+#include "db/day_partitions.hpp"
 #include "db/db_errors.hpp"
 #include "db/session_lock.hpp"
 #include "db/text_rows.hpp"
@@ -377,26 +378,8 @@ db::DbResult<RetentionReport> PgInbox::RunRetention(const InboxRetention& policy
       report.skipped = true;
       return report;
     }
-    {
-      pqxx::nontransaction tx(conn);
-      report.partitions_created =
-          tx.exec_params1("SELECT inbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
-                          " (now() AT TIME ZONE 'UTC')::date + $1::int)",
-                          policy.partitions_ahead)[0]
-              .as<int>();
-    }
-    std::vector<std::string> candidates;
-    {
-      pqxx::nontransaction tx(conn);
-      for (const auto& row : tx.exec_params(
-               "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-               " WHERE i.inhparent = 'inbox'::regclass AND c.relname ~ '^inbox_[0-9]{8}$'"
-               "   AND to_date(substr(c.relname, 7), 'YYYYMMDD') + 1 <= (now() AT TIME ZONE 'UTC')::date - $1::int"
-               " ORDER BY c.relname",
-               policy.retention_days)) {
-        candidates.push_back(row[0].as<std::string>());
-      }
-    }
+    report.partitions_created = db::EnsureDayPartitions(conn, "inbox", policy.partitions_ahead);
+    const auto candidates = db::DayPartitionsPastRetention(conn, "inbox", policy.retention_days);
     for (const auto& part : candidates) {
       try {
         pqxx::work tx(conn);

@@ -14,6 +14,7 @@
 #include "charge_outbox/outbox/outbox_store.hpp"
 #include "charge_outbox/util/time.hpp"
 #include "db/call_deadline.hpp"
+#include "db/day_partitions.hpp"
 #include "db/db_errors.hpp"
 #include "db/session_lock.hpp"
 
@@ -419,27 +420,8 @@ class PgOutboxAdmin final : public OutboxAdmin {
         return report;
       }
 
-      {
-        pqxx::nontransaction tx(conn);
-        report.partitions_created =
-            tx.exec_params1("SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 1,"
-                            " (now() AT TIME ZONE 'UTC')::date + $1::int)",
-                            policy.days_ahead)[0]
-                .as<int>();
-      }
-      // Day partitions whose whole day is older than the retention period. The name carries the day
-      // (outbox_ensure_partitions names them); anything else attached to outbox is not ours to drop.
-      std::vector<std::string> candidates;
-      {
-        pqxx::nontransaction tx(conn);
-        const auto r = tx.exec_params(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-            " WHERE i.inhparent = 'outbox'::regclass AND c.relname ~ '^outbox_[0-9]{8}$'"
-            "   AND to_date(substr(c.relname, 8), 'YYYYMMDD') + 1 <= (now() AT TIME ZONE 'UTC')::date - $1::int"
-            " ORDER BY c.relname",
-            policy.retention_days);
-        for (const auto& row : r) candidates.push_back(row[0].as<std::string>());
-      }
+      report.partitions_created = db::EnsureDayPartitions(conn, "outbox", policy.days_ahead);
+      const auto candidates = db::DayPartitionsPastRetention(conn, "outbox", policy.retention_days);
       for (const auto& part : candidates) {
         const auto quoted = conn.quote_name(part);
         {
