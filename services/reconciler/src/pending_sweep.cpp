@@ -16,6 +16,7 @@
 #include "charge_outbox/charges/settlement.hpp"
 #include "charge_outbox/db/retry.hpp"
 #include "decision.hpp"
+#include "lookup_by_key.hpp"
 
 namespace charge_outbox::reconciler {
 namespace {
@@ -150,13 +151,7 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   if (deps_.clock.SteadyNow() - claimed_at > options_.claim_lease / 3 && !co_await Renew(charge, summary)) co_return;
 
   charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor, trace_id);
-  const acquirer::LookupRequest lookup{
-      charges::AcquirerIdempotencyKey(charge),
-      acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
-  const auto lookup_call = [&](std::string request_id) {
-    return deps_.acquirer.LookupByKey(lookup, std::move(request_id));
-  };
-  const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, lookup_call);
+  const auto run = co_await LookupByKey(deps_.acquirer, deps_.policy, deps_.clock, log, charge);
 
   if (co_await failpoints::HitAsync(kFailpointAfterLookup)) {
     ++summary.errors;

@@ -9,6 +9,7 @@
 #include "charge_outbox/log/log.hpp"
 #include "charge_outbox/trace/trace_context.hpp"
 #include "charge_outbox/util/time.hpp"
+#include "lookup_by_key.hpp"
 
 namespace charge_outbox::reconciler {
 namespace {
@@ -117,13 +118,7 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
   for (const auto& charge : comparison.unlisted) {
     charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor,
                                  log::TraceIdOf(charge.traceparent));
-    const acquirer::LookupRequest lookup{
-        charges::AcquirerIdempotencyKey(charge),
-        acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
-    const auto lookup_call = [&](std::string request_id) {
-      return deps_.acquirer.LookupByKey(lookup, std::move(request_id));
-    };
-    const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, lookup_call);
+    const auto run = co_await LookupByKey(deps_.acquirer, deps_.policy, deps_.clock, log, charge);
     co_await log.FlushFinish();
     const auto& last = run.last();
     switch (last.kind) {
