@@ -20,6 +20,7 @@
 #include "charge_outbox/db/migrations.hpp"
 #include "charge_outbox/log/log.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
+#include "charge_outbox/util/host.hpp"
 #include "charge_service.hpp"
 #include "readiness.hpp"
 #include "refusal_pacer.hpp"
@@ -40,12 +41,6 @@ constexpr std::size_t kMaxMerchantsTracked = 100'000;
 http::ServerOptions ApiServerOptions(http::ServerOptions options, const RefusalPacing& pacing, ChargeApiProbe& probe) {
   if (pacing.rule.rate > 0) options.pacer = std::make_shared<ClientRefusalPacer>(pacing, probe);
   return options;
-}
-
-std::string DefaultInstanceId() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "charge-api");
-  return std::string(host) + "-" + std::to_string(::getpid());
 }
 
 }  // namespace
@@ -86,7 +81,7 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   c.database_pool_size = static_cast<std::size_t>(r.Integer("database.pool_size", 16, 1, 256));
   c.database_max_queued = static_cast<std::size_t>(r.Integer("database.max_queued", 1024, 1, 1'000'000));
   c.acquirer = acquirer::LoadAcquirerClientConfig(r);
-  c.instance_id = r.String("instance.id", DefaultInstanceId());
+  c.instance_id = r.String("instance.id", util::HostAndProcess("charge-api"));
   c.lease = r.Duration("charge.lease", seconds{30}, seconds{1}, std::chrono::hours{1});
   // A live owner must never be taken over: its lease must outlast everything it may still be doing.
   const auto busiest = c.acquirer.retry.backoff.budget + c.acquirer.request_timeout;

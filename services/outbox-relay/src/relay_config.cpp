@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <iterator>
 
 #include "charge_outbox/kafka/client_properties.hpp"
 #include "charge_outbox/log/log.hpp"
 #include "charge_outbox/retry/backoff.hpp"
+#include "charge_outbox/util/host.hpp"
 #include "relay_loop.hpp"
 
 namespace charge_outbox::outbox_relay {
@@ -16,12 +16,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-std::string DefaultInstanceId() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "outbox-relay");
-  return std::string(host) + "-" + std::to_string(::getpid());
-}
 
 // Producer tuning passed to librdkafka under the property's own name (the connection and security keys
 // are every client's: kafka::ReadClientProperties).
@@ -50,7 +44,7 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   c.http.threads = 1;
   c.database_url = r.Secret("database.url");
   c.database = db::LoadConnectionSettings(r);
-  c.instance_id = r.String("instance.id", DefaultInstanceId());
+  c.instance_id = r.String("instance.id", util::HostAndProcess("outbox-relay"));
 
   c.kafka_bootstrap_servers = r.String("kafka.bootstrap_servers", need_kafka ? std::nullopt : std::optional<std::string>(""));
   if (need_kafka && c.kafka_bootstrap_servers.empty()) {

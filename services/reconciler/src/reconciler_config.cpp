@@ -2,10 +2,10 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <iterator>
 
 #include "charge_outbox/log/log.hpp"
+#include "charge_outbox/util/host.hpp"
 #include "pushgateway.hpp"
 
 namespace charge_outbox::reconciler {
@@ -13,12 +13,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-std::string HostName() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "reconciler");
-  return host;
-}
 
 }  // namespace
 
@@ -72,7 +66,7 @@ ReconcilerConfig LoadConfig(config::ConfigReader& r) {
   if (c.pushgateway.job.empty()) {
     throw config::ConfigError("metrics.pushgateway.job", "must not be empty; the default is reconciler");
   }
-  c.instance_id = r.String("instance.id", HostName());
+  c.instance_id = r.String("instance.id", util::HostName("reconciler"));
   c.log_level = r.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
   r.RejectUnknownKeys();
   return c;
