@@ -1,10 +1,10 @@
-// acquirer-sim: a fault-injectable card acquirer (its contract: README.md, "Endpoints") on the common HTTP server.
+// acquirer-sim: a fault-injectable card acquirer (its contract: README.md, "Endpoints") on the common
+// HTTP server.
 //
 // AcquirerSim owns the capture log, the store replayed from it, the fault engine and the server. Its
 // Handle() is the whole HTTP surface: a function from request to reply, routing to one handler per
 // endpoint. What the handlers accept is in request_validation.hpp, what they answer in responses.hpp
-// and problems.hpp; the configuration and command line main() reads are in sim_config.hpp and
-// command_line.hpp.
+// and problems.hpp; its configuration is in sim_config.hpp, and its start-up in acquirer_sim_daemon.hpp.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -21,7 +21,6 @@
 #include "capture_store.hpp"
 #include "charge_outbox/app/shutdown.hpp"
 #include "charge_outbox/http/server.hpp"
-#include "command_line.hpp"
 #include "fault_profile.hpp"
 #include "sim_config.hpp"
 

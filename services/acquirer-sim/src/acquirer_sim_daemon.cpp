@@ -10,7 +10,8 @@ class AcquirerSimDaemon final : public app::Daemon {
   AcquirerSimDaemon() : app::Daemon({.name = "acquirer-sim", .usage = "usage: acquirer-sim [--config PATH]"}) {}
 
   void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
-    ParseCommandLine(args);  // refuses anything but --config, which the start-up path took out already
+    // The start-up path took --config out already; acquirer-sim takes nothing else.
+    if (!args.empty()) throw config::ConfigError("argv", std::string(profile().usage));
     config_ = LoadConfig(reader);
   }
   std::string LogLevel() const override { return config_.log_level; }

@@ -1,6 +1,7 @@
 // acquirer-sim's pure pieces: request validation, the answers' bodies, timestamps, config and command
 // line.
 #include "acquirer_sim.hpp"
+#include "acquirer_sim_daemon.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -200,15 +201,15 @@ TEST(LoadConfig, TheOldServerKeysAreRefusedNamingTheirHttpNames) {
   EXPECT_EQ(c.http.address, "0.0.0.0");
 }
 
-TEST(ParseCommandLine, ConfigFlagOnly) {
-  EXPECT_EQ(ParseCommandLine({"--config", "/etc/sim.yaml"}).config_path, "/etc/sim.yaml");
-  EXPECT_EQ(ParseCommandLine({}).config_path, "");
-  EXPECT_THROW(ParseCommandLine({"--config"}), config::ConfigError);
+TEST(AcquirerSimDaemon, TakesNoArgumentButTheConfigFile) {
+  const auto daemon = MakeDaemon();
+  auto reader = config::ConfigReader::FromString("", Env({{"AUTH_API_KEYS", "k"}, {"DATA_DIR", "/x"}}));
   try {
-    ParseCommandLine({"serve"});
+    daemon->Configure({"serve"}, reader);
     FAIL();
   } catch (const config::ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("usage: acquirer-sim"));
+    EXPECT_EQ(e.key(), "argv");
+    EXPECT_THAT(e.what(), HasSubstr("usage: acquirer-sim [--config PATH]"));
   }
 }
 
