@@ -11,6 +11,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace charge_outbox::config {
 namespace {
@@ -150,44 +151,28 @@ std::string ConfigReader::String(std::string_view key, std::optional<std::string
   return *raw;
 }
 
-std::int64_t ConfigReader::Integer(std::string_view key, std::optional<std::int64_t> fallback,
-                                   std::int64_t min, std::int64_t max) {
-  auto raw = state_->Raw(key);
-  std::int64_t value = 0;
-  if (!raw.has_value()) {
-    if (!fallback.has_value()) {
-      throw ConfigError(std::string(key), "required integer; set it in the config file or as " + EnvName(key));
-    }
-    value = *fallback;
-  } else {
-    const auto* first = raw->data();
-    const auto* last = raw->data() + raw->size();
-    const auto [ptr, ec] = std::from_chars(first, last, value);
-    if (ec != std::errc{} || ptr != last) {
-      throw ConfigError(std::string(key), "expected an integer, got " + Quote(*raw));
-    }
-  }
-  if (value < min || value > max) {
-    throw ConfigError(std::string(key), "must be between " + std::to_string(min) + " and " +
-                                            std::to_string(max) + ", got " + std::to_string(value));
-  }
-  return value;
-}
+namespace {
 
-double ConfigReader::Number(std::string_view key, std::optional<double> fallback, double min, double max) {
-  auto raw = state_->Raw(key);
-  double value = 0;
+// An integer or a number: `raw` parsed whole (or `fallback` when the key is unset), then held to
+// [min, max]. The messages name it as `kind` ("integer") and `a_kind` ("an integer").
+template <typename T>
+T ReadBounded(std::string_view key, const std::optional<std::string>& raw, std::optional<T> fallback, T min, T max,
+              std::string_view kind, std::string_view a_kind) {
+  T value = 0;
   if (!raw.has_value()) {
     if (!fallback.has_value()) {
-      throw ConfigError(std::string(key), "required number; set it in the config file or as " + EnvName(key));
+      throw ConfigError(std::string(key), "required " + std::string(kind) +
+                                              "; set it in the config file or as " + ConfigReader::EnvName(key));
     }
     value = *fallback;
   } else {
     const auto* first = raw->data();
     const auto* last = raw->data() + raw->size();
     const auto [ptr, ec] = std::from_chars(first, last, value);
-    if (ec != std::errc{} || ptr != last || !std::isfinite(value)) {
-      throw ConfigError(std::string(key), "expected a number, got " + Quote(*raw));
+    bool finite = true;
+    if constexpr (std::is_floating_point_v<T>) finite = std::isfinite(value);
+    if (ec != std::errc{} || ptr != last || !finite) {
+      throw ConfigError(std::string(key), "expected " + std::string(a_kind) + ", got " + Quote(*raw));
     }
   }
   if (value < min || value > max) {
@@ -196,6 +181,17 @@ double ConfigReader::Number(std::string_view key, std::optional<double> fallback
     throw ConfigError(std::string(key), msg.str());
   }
   return value;
+}
+
+}  // namespace
+
+std::int64_t ConfigReader::Integer(std::string_view key, std::optional<std::int64_t> fallback,
+                                   std::int64_t min, std::int64_t max) {
+  return ReadBounded(key, state_->Raw(key), fallback, min, max, "integer", "an integer");
+}
+
+double ConfigReader::Number(std::string_view key, std::optional<double> fallback, double min, double max) {
+  return ReadBounded(key, state_->Raw(key), fallback, min, max, "number", "a number");
 }
 
 bool ConfigReader::Boolean(std::string_view key, std::optional<bool> fallback) {
