@@ -279,22 +279,16 @@ class PgChargeStore final : public ChargeStore {
     });
   }
 
+  // Not coroutines themselves: each hands back FindOne's awaitable (no second frame per call), which holds
+  // references to the arguments just as these functions' own frame would.
   asio::awaitable<DbResult<std::optional<Charge>>> FindById(const std::string& merchant_id,
                                                             const std::string& charge_id) override {
-    co_return co_await RunJob<std::optional<Charge>>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kReadById, merchant_id, charge_id);
-      return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
-    });
+    return FindOne(kReadById, merchant_id, charge_id);
   }
 
   asio::awaitable<DbResult<std::optional<Charge>>> FindByKey(const std::string& merchant_id,
                                                              const std::string& idempotency_key) override {
-    co_return co_await RunJob<std::optional<Charge>>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kReadByKey, merchant_id, idempotency_key);
-      return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
-    });
+    return FindOne(kReadByKey, merchant_id, idempotency_key);
   }
 
   asio::awaitable<DbResult<std::int64_t>> CountPendingOlderThan(std::chrono::milliseconds older_than) override {
@@ -305,6 +299,16 @@ class PgChargeStore final : public ChargeStore {
   }
 
  private:
+  // The charge a statement finds by the merchant and one key of it (its id, its idempotency key).
+  asio::awaitable<DbResult<std::optional<Charge>>> FindOne(const char* statement, const std::string& merchant_id,
+                                                           const std::string& key) {
+    co_return co_await RunJob<std::optional<Charge>>(pool_, [&](pqxx::connection& conn) {
+      pqxx::nontransaction tx(conn);
+      const auto r = tx.exec_prepared(statement, merchant_id, key);
+      return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
+    });
+  }
+
   db::PgPool& pool_;
 };
 
