@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "charge_outbox/acquirer/http_acquirer_client.hpp"
@@ -50,6 +51,24 @@ bool WriteFileAtomically(const std::string& path, const std::string& text) {
     if (!out) return false;
   }
   return std::rename(temporary.c_str(), path.c_str()) == 0;
+}
+
+// Starts `work` (the sweep or the window report) on `io`. When it ends, `result` holds what it returned,
+// or stays empty if it threw (logged as "the <what> failed: ..."), and `io` stops: the run is over.
+template <typename T>
+void SpawnRun(asio::io_context& io, asio::awaitable<T> work, std::optional<T>& result, std::string_view what) {
+  asio::co_spawn(io, std::move(work), [&io, &result, what](std::exception_ptr failure, T value) {
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        spdlog::error("the {} failed: {}", what, e.what());
+      }
+    } else {
+      result = std::move(value);
+    }
+    io.stop();
+  });
 }
 
 }  // namespace
@@ -116,18 +135,7 @@ int ReconcilerApp::RunSweep(const app::ShutdownSignals& signals) {
                p.config.sweep.concurrency, p.config.sweep.time_budget.count(),
                ToString(p.config.sweep.decision.not_found_policy));
   std::optional<RunSummary> summary;
-  asio::co_spawn(p.io, sweep.Run(), [&](std::exception_ptr failure, RunSummary result) {
-    if (failure) {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& e) {
-        spdlog::error("the sweep failed: {}", e.what());
-      }
-    } else {
-      summary = std::move(result);
-    }
-    p.io.stop();
-  });
+  SpawnRun(p.io, sweep.Run(), summary, "sweep");
   // SIGTERM (a Job past activeDeadlineSeconds, a node drain): stop starting charges and finish cleanly.
   std::jthread watcher([&](std::stop_token stop) {
     while (!stop.stop_requested()) {
@@ -160,18 +168,7 @@ int ReconcilerApp::RunWindow(const CommandLine& command, int report_fd) {
                               {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease,
                                sweep.decision.visibility_window});
   std::optional<WindowResult> result;
-  asio::co_spawn(p.io, window.Run(from, to), [&](std::exception_ptr failure, WindowResult r) {
-    if (failure) {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& e) {
-        spdlog::error("the window report failed: {}", e.what());
-      }
-    } else {
-      result = std::move(r);
-    }
-    p.io.stop();
-  });
+  SpawnRun(p.io, window.Run(from, to), result, "window report");
   p.io.run();
   if (!result) {
     RunSummary failed;
