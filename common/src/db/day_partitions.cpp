@@ -1,5 +1,7 @@
 #include "db/day_partitions.hpp"
 
+#include <utility>
+
 namespace charge_outbox::db {
 
 int EnsureDayPartitions(pqxx::connection& conn, std::string_view parent, int days_ahead) {
@@ -28,6 +30,14 @@ std::vector<std::string> DayPartitionsPastRetention(pqxx::connection& conn, std:
   names.reserve(static_cast<std::size_t>(rows.size()));
   for (const auto& row : rows) names.push_back(row[0].as<std::string>());
   return names;
+}
+
+std::optional<RetentionPass> BeginRetentionPass(pqxx::connection& conn, int lock_space, std::string_view parent,
+                                                int days_ahead, int retention_days) {
+  auto lock = SessionLock::TryAcquire(conn, lock_space, 0);
+  if (!lock) return std::nullopt;
+  const int created = EnsureDayPartitions(conn, parent, days_ahead);
+  return RetentionPass{std::move(*lock), created, DayPartitionsPastRetention(conn, parent, retention_days)};
 }
 
 }  // namespace charge_outbox::db

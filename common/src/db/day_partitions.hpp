@@ -7,9 +7,12 @@
 
 #include <pqxx/pqxx>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "db/session_lock.hpp"
 
 namespace charge_outbox::db {
 
@@ -21,5 +24,17 @@ int EnsureDayPartitions(pqxx::connection& conn, std::string_view parent, int day
 // oldest first. Only tables named <parent>_YYYYMMDD count: anything else attached is not ours to drop.
 std::vector<std::string> DayPartitionsPastRetention(pqxx::connection& conn, std::string_view parent,
                                                     int retention_days);
+
+// The start every retention pass shares: its lock (one pass at a time across every session of the
+// database, since two creating the same partition at once would make one of them fail), the days ahead
+// made, the days past retention listed. nullopt when another session holds the lock (skip this round).
+// Keep it for the rest of the pass: the lock goes with it.
+struct RetentionPass {
+  SessionLock lock;
+  int partitions_created = 0;
+  std::vector<std::string> past_retention;
+};
+std::optional<RetentionPass> BeginRetentionPass(pqxx::connection& conn, int lock_space, std::string_view parent,
+                                                int days_ahead, int retention_days);
 
 }  // namespace charge_outbox::db

@@ -13,7 +13,6 @@
 #include "charge_outbox/util/time.hpp"
 #include "db/day_partitions.hpp"
 #include "db/db_errors.hpp"
-#include "db/session_lock.hpp"
 #include "db/text_rows.hpp"
 
 namespace charge_outbox::inbox {
@@ -371,16 +370,12 @@ db::DbResult<std::int64_t> PgInbox::HeldCount() {
 db::DbResult<RetentionReport> PgInbox::RunRetention(const InboxRetention& policy) {
   return Run<RetentionReport>([&](pqxx::connection& conn) {
     RetentionReport report;
-    // One pass at a time across every consumer of this database: two creating the same partition at once
-    // would make one of them fail. The others skip this round.
-    const auto lock = db::SessionLock::TryAcquire(conn, kRetentionLockSpace, 0);
-    if (!lock) {
-      report.skipped = true;
-      return report;
-    }
-    report.partitions_created = db::EnsureDayPartitions(conn, "inbox", policy.partitions_ahead);
-    const auto candidates = db::DayPartitionsPastRetention(conn, "inbox", policy.retention_days);
-    for (const auto& part : candidates) {
+    const auto pass =
+        db::BeginRetentionPass(conn, kRetentionLockSpace, "inbox", policy.partitions_ahead, policy.retention_days);
+    report.skipped = !pass;
+    if (!pass) return report;
+    report.partitions_created = pass->partitions_created;
+    for (const auto& part : pass->past_retention) {
       try {
         pqxx::work tx(conn);
         tx.exec("SET LOCAL lock_timeout = '" + std::to_string(policy.lock_timeout.count()) + "ms'");

@@ -16,7 +16,6 @@
 #include "db/call_deadline.hpp"
 #include "db/day_partitions.hpp"
 #include "db/db_errors.hpp"
-#include "db/session_lock.hpp"
 
 namespace charge_outbox::outbox {
 namespace {
@@ -105,11 +104,19 @@ std::vector<int> ReadInts(const pqxx::result& r) {
   return out;
 }
 
+// Where and as whom the relay session and the admin connect: each owns one connection of its own (not
+// the pool's), opened and reopened from this.
+struct Endpoint {
+  std::string url;
+  std::string application_name;
+  db::ConnectionSettings settings;
+};
+
 // Opens a connection that is never silently reopened: libpqxx 6 would otherwise reconnect a broken
 // session behind our back, and a new session holds none of the old one's advisory locks.
-std::unique_ptr<pqxx::connection> Connect(const std::string& url, const std::string& application_name,
-                                          const db::ConnectionSettings& settings) {
-  auto conn = std::make_unique<pqxx::connection>(db::ConnectionString(url, application_name, settings));
+std::unique_ptr<pqxx::connection> Connect(const Endpoint& endpoint) {
+  auto conn = std::make_unique<pqxx::connection>(
+      db::ConnectionString(endpoint.url, endpoint.application_name, endpoint.settings));
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   conn->inhibit_reactivation(true);
@@ -145,15 +152,15 @@ class InsertReceiver final : public pqxx::notification_receiver {
 class PgRelaySession final : public RelaySession {
  public:
   PgRelaySession(std::string url, std::string application_name, db::ConnectionSettings settings)
-      : url_(std::move(url)), application_name_(std::move(application_name)), settings_(settings) {}
+      : endpoint_{std::move(url), std::move(application_name), settings} {}
   ~PgRelaySession() override { Close(); }
 
   DbResult<void> Open() override {
     Close();
     std::optional<db::CallDeadlines::Armed> armed;
     try {
-      conn_ = Connect(url_, application_name_, settings_);
-      armed.emplace(ArmDeadline(deadlines_, *conn_, settings_));
+      conn_ = Connect(endpoint_);
+      armed.emplace(ArmDeadline(deadlines_, *conn_, endpoint_.settings));
       for (const auto& [name, sql] : kRelayStatements) conn_->prepare(name, sql);
       receiver_ = std::make_unique<InsertReceiver>(*conn_, notified_);
       backend_pid_ = conn_->backendpid();
@@ -176,7 +183,7 @@ class PgRelaySession final : public RelaySession {
       return {};
     } catch (...) {
       auto error = db::CurrentDbError();
-      if (armed && armed->expired()) error = NoAnswer(settings_);
+      if (armed && armed->expired()) error = NoAnswer(endpoint_.settings);
       armed.reset();
       Close();
       return error;
@@ -357,7 +364,7 @@ class PgRelaySession final : public RelaySession {
   template <typename T, typename Job>
   DbResult<T> Guarded(std::chrono::milliseconds waiting, Job job) {
     if (!IsOpen()) return DbError{DbErrc::kUnavailable, "relay session is not open"};
-    std::optional<db::CallDeadlines::Armed> armed(ArmDeadline(deadlines_, *conn_, settings_, waiting));
+    std::optional<db::CallDeadlines::Armed> armed(ArmDeadline(deadlines_, *conn_, endpoint_.settings, waiting));
     try {
       T value = job();
       if (armed->expired()) throw pqxx::broken_connection("deadline");  // answered as the socket closed
@@ -371,7 +378,7 @@ class PgRelaySession final : public RelaySession {
       auto error = db::CurrentDbError();
       const bool expired = armed && armed->expired();
       armed.reset();
-      if (expired) error = NoAnswer(settings_);
+      if (expired) error = NoAnswer(endpoint_.settings);
       if (expired || error.code == DbErrc::kUnavailable || error.code == DbErrc::kInDoubt || !conn_->is_open()) {
         Close();
       }
@@ -380,9 +387,7 @@ class PgRelaySession final : public RelaySession {
   }
 
 
-  std::string url_;
-  std::string application_name_;
-  db::ConnectionSettings settings_;
+  Endpoint endpoint_;
   db::CallDeadlines deadlines_;
   std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<InsertReceiver> receiver_;
@@ -396,7 +401,7 @@ class PgRelaySession final : public RelaySession {
 class PgOutboxAdmin final : public OutboxAdmin {
  public:
   PgOutboxAdmin(std::string url, std::string application_name, db::ConnectionSettings settings)
-      : url_(std::move(url)), application_name_(std::move(application_name)), settings_(settings) {}
+      : endpoint_{std::move(url), std::move(application_name), settings} {}
 
   DbResult<BacklogStats> Backlog() override {
     return Run<BacklogStats>([](pqxx::connection& conn) {
@@ -414,15 +419,12 @@ class PgOutboxAdmin final : public OutboxAdmin {
   DbResult<RetentionReport> RunRetention(const RetentionPolicy& policy) override {
     return Run<RetentionReport>([&](pqxx::connection& conn) {
       RetentionReport report;
-      const auto lock = db::SessionLock::TryAcquire(conn, kRetentionLockSpace, 0);
-      if (!lock) {
-        report.skipped = true;
-        return report;
-      }
-
-      report.partitions_created = db::EnsureDayPartitions(conn, "outbox", policy.days_ahead);
-      const auto candidates = db::DayPartitionsPastRetention(conn, "outbox", policy.retention_days);
-      for (const auto& part : candidates) {
+      const auto pass =
+          db::BeginRetentionPass(conn, kRetentionLockSpace, "outbox", policy.days_ahead, policy.retention_days);
+      report.skipped = !pass;
+      if (!pass) return report;
+      report.partitions_created = pass->partitions_created;
+      for (const auto& part : pass->past_retention) {
         const auto quoted = conn.quote_name(part);
         {
           // A cheap look first, without locks: most days past retention are long since published.
@@ -513,12 +515,12 @@ class PgOutboxAdmin final : public OutboxAdmin {
   DbResult<T> Run(Job job) {
     std::optional<db::CallDeadlines::Armed> armed;
     try {
-      if (!conn_ || !conn_->is_open()) conn_ = Connect(url_, application_name_, settings_);
-      armed.emplace(ArmDeadline(deadlines_, *conn_, settings_));
+      if (!conn_ || !conn_->is_open()) conn_ = Connect(endpoint_);
+      armed.emplace(ArmDeadline(deadlines_, *conn_, endpoint_.settings));
       return job(*conn_);
     } catch (...) {
       auto error = db::CurrentDbError();
-      if (armed && armed->expired()) error = NoAnswer(settings_);
+      if (armed && armed->expired()) error = NoAnswer(endpoint_.settings);
       armed.reset();
       if (conn_ && !conn_->is_open()) conn_.reset();
       if (error.code == DbErrc::kUnavailable) conn_.reset();
@@ -526,9 +528,7 @@ class PgOutboxAdmin final : public OutboxAdmin {
     }
   }
 
-  std::string url_;
-  std::string application_name_;
-  db::ConnectionSettings settings_;
+  Endpoint endpoint_;
   db::CallDeadlines deadlines_;
   std::unique_ptr<pqxx::connection> conn_;
 };
