@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "charge_outbox/app/admin_port.hpp"
 #include "charge_outbox/kafka/event_publisher.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
@@ -100,35 +101,22 @@ struct RelayApp::Parts {
   }
 
   boost::asio::awaitable<http::Reply> Handle(http::Request request) {
-    const std::string path(request.target());
-    http::Reply reply;
-    // Probes and scrapes are GET: any other method is a 405 naming what is allowed, as charge-api answers.
-    if ((path == "/metrics" || path == "/healthz" || path == "/readyz") && request.method() != bhttp::verb::get) {
-      reply.response = http::ProblemJson(Status::method_not_allowed, "Method Not Allowed", "Allowed: GET");
-      reply.response.set(bhttp::field::allow, "GET");
-      co_return reply;
-    }
-    if (path == "/metrics") {
-      reply.response.result(Status::ok);
-      reply.response.set(bhttp::field::content_type, metrics::kTextContentType);
-      reply.response.body() = metrics::RenderText(*registry);
-    } else if (path == "/healthz") {
+    return app::AnswerAdmin(std::move(request), *registry, checks);
+  }
+  const app::AdminChecks checks{
       // Alive means every loop runs and makes progress: one stuck past relay.liveness_timeout is wedged,
       // and a restart is what frees it (and its session's shards). A loop that ended takes the process down.
-      const bool running = LoopExit() < 0;
-      const bool alive = running && Live();
-      reply.response = http::JsonResponse(
-          alive ? Status::ok : Status::service_unavailable,
-          std::string(alive ? R"({"status":"ok"})" : running ? R"({"status":"stalled"})" : R"({"status":"stopped"})"));
-    } else if (path == "/readyz") {
-      const bool ready = Ready() && LoopExit() < 0;
-      reply.response = http::JsonResponse(ready ? Status::ok : Status::service_unavailable,
-                                          std::string(ready ? R"({"status":"ready"})" : R"({"status":"not ready"})"));
-    } else {
-      reply.response = http::ProblemJson(Status::not_found, "Not Found", "no such path");
-    }
-    co_return reply;
-  }
+      .live =
+          [this] {
+            const bool running = LoopExit() < 0;
+            if (!running) return app::ProbeAnswer{.ok = false, .status = "stopped"};
+            return Live() ? app::ProbeAnswer{.ok = true, .status = "ok"}
+                          : app::ProbeAnswer{.ok = false, .status = "stalled"};
+          },
+      .ready = [this]() -> boost::asio::awaitable<app::ProbeAnswer> {
+        const bool ready = Ready() && LoopExit() < 0;
+        co_return app::ProbeAnswer{.ok = ready, .status = ready ? "ready" : "not ready"};
+      }};
 
   // Every worker becomes a member (opens its session) before any of them takes shards, so that the first
   // rebalance already shares the shards among all of this process's workers instead of the first one

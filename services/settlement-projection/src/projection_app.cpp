@@ -5,6 +5,7 @@
 #include <boost/beast/http/field.hpp>
 #include <thread>
 
+#include "charge_outbox/app/admin_port.hpp"
 #include "charge_outbox/config/config.hpp"
 #include "charge_outbox/db/text_query.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
@@ -80,32 +81,17 @@ struct ProjectionApp::Parts {
   }
 
   boost::asio::awaitable<http::Reply> HandleAdmin(http::Request request) {
-    const std::string path(request.target());
-    http::Reply reply;
-    if ((path == "/metrics" || path == "/healthz" || path == "/readyz") && request.method() != bhttp::verb::get) {
-      reply.response = http::ProblemJson(Status::method_not_allowed, "Method Not Allowed", "Allowed: GET");
-      reply.response.set(bhttp::field::allow, "GET");
-      co_return reply;
-    }
-    if (path == "/metrics") {
-      reply.response.result(Status::ok);
-      reply.response.set(bhttp::field::content_type, metrics::kTextContentType);
-      reply.response.body() = metrics::RenderText(*registry);
-    } else if (path == "/healthz") {
-      const bool alive = Live();
-      reply.response = http::JsonResponse(alive ? Status::ok : Status::service_unavailable,
-                                          std::string(alive ? R"({"status":"ok"})" : R"({"status":"stalled"})"));
-    } else if (path == "/readyz") {
-      // Ready to answer queries: the projection's schema is there and its database answers.
-      const auto version = co_await database.SchemaVersion();
-      const bool ready = exit.load() < 0 && version && *version >= ProjectionMigrations().back().version;
-      reply.response = http::JsonResponse(ready ? Status::ok : Status::service_unavailable,
-                                          std::string(ready ? R"({"status":"ready"})" : R"({"status":"not ready"})"));
-    } else {
-      reply.response = http::ProblemJson(Status::not_found, "Not Found", "no such path");
-    }
-    co_return reply;
+    return app::AnswerAdmin(std::move(request), *registry, admin_checks);
   }
+  const app::AdminChecks admin_checks{
+      .live = [this] { return Live() ? app::ProbeAnswer{.ok = true, .status = "ok"}
+                                     : app::ProbeAnswer{.ok = false, .status = "stalled"}; },
+      // Ready to answer queries: the projection's schema is there and its database answers.
+      .ready = [this]() -> boost::asio::awaitable<app::ProbeAnswer> {
+        const auto version = co_await database.SchemaVersion();
+        const bool ready = exit.load() < 0 && version && *version >= ProjectionMigrations().back().version;
+        co_return app::ProbeAnswer{.ok = ready, .status = ready ? "ready" : "not ready"};
+      }};
 
   ProjectionConfig config;
   std::shared_ptr<metrics::Registry> registry;
