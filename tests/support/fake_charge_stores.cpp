@@ -134,11 +134,11 @@ asio::awaitable<DbResult<charges::BeginResult>> FakeChargeStore::Begin(const cha
   c.merchant_id = n.merchant_id;
   c.idempotency_key = n.idempotency_key;
   c.fingerprint = n.fingerprint;
-  c.order_id = n.order_id;
-  c.amount = n.amount;
-  c.currency = n.currency;
-  c.payment_method = n.payment_method;
-  c.description = n.description;
+  c.order_id = n.terms.order_id;
+  c.amount = n.terms.amount;
+  c.currency = n.terms.currency;
+  c.payment_method = n.terms.payment_method;
+  c.description = n.terms.description;
   c.owner_id = lease.owner_id;
   c.traceparent = n.traceparent;
   c.created_at = t_.now();

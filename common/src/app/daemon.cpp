@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "charge_outbox/db/migrations.hpp"
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/log/log.hpp"
 
@@ -20,6 +21,12 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args, std::string_v
     command.config_path = args[++i];
   }
   return command;
+}
+
+void Daemon::CheckSchema(const Settings& settings) {
+  if (!settings.schema_database_url.empty()) {
+    db::RequireSchemaVersion(settings.schema_database_url, db::EmbeddedSchemaVersion());
+  }
 }
 
 int Daemon::StartFailed(const std::exception& error) {
@@ -40,19 +47,20 @@ int CouldNotStart(const Profile& profile, std::string_view hint, const std::exce
 int Main(const std::vector<std::string>& args, Daemon& daemon, std::ostream& err) {
   const auto& profile = daemon.profile();
   const auto signals = profile.signals ? ShutdownSignals() : ShutdownSignals::Unblocked();  // before any thread
+  Settings settings;
   try {
     const auto command = ParseCommandLine(args, profile.usage);
     auto reader = config::ConfigReader::FromFile(command.config_path);
-    daemon.Configure(command.rest, reader);
+    settings = daemon.Configure(command.rest, reader);
     if (profile.failpoints) failpoints::ConfigureFromEnvironment();
   } catch (const config::ConfigError& e) {
     err << e.what() << "\n";
     return config::kExitConfigError;
   }
   daemon.BeforeLogging();
-  log::Init(profile.name, daemon.LogLevel());
+  log::Init(profile.name, settings.log_level);
   try {
-    daemon.CheckSchema();
+    daemon.CheckSchema(settings);
   } catch (const std::exception& e) {
     const int status = daemon.StartFailed(e);
     log::Flush();

@@ -221,10 +221,7 @@ void throw_exception_from_error(const DbError& error, const boost::source_locati
 }
 
 Database::Database(std::string url, DatabaseOptions options)
-    : pool_(std::make_unique<PgPool>(std::move(url), PgPoolOptions{.connections = options.connections,
-                                                                   .max_queued = options.max_queued,
-                                                                   .application_name = options.application_name,
-                                                                   .connection = options.connection})) {}
+    : pool_(std::make_unique<PgPool>(std::move(url), std::move(options))) {}
 
 Database::~Database() = default;
 

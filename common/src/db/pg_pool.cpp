@@ -6,7 +6,7 @@
 
 namespace charge_outbox::db {
 
-PgPool::PgPool(std::string database_url, PgPoolOptions options)
+PgPool::PgPool(std::string database_url, DatabaseOptions options)
     : url_(ConnectionString(database_url, options.application_name, options.connection)), options_(std::move(options)) {
   workers_.reserve(options_.connections);
   for (std::size_t i = 0; i < options_.connections; ++i) workers_.emplace_back([this] { WorkerLoop(); });

@@ -38,16 +38,6 @@
 
 namespace charge_outbox::db {
 
-struct PgPoolOptions {
-  std::size_t connections = 8;
-  // Jobs waiting for a connection beyond this are refused at once (PoolOverloaded): shedding load
-  // beats a queue that grows until every request times out.
-  std::size_t max_queued = 1024;
-  std::string application_name;
-  // Timeouts of every connection, and call_timeout: a job still waiting for a connection past it fails
-  // without being sent (PoolOverloaded), one still running is cut short (see CallDeadlines).
-  ConnectionSettings connection;
-};
 
 // The pool refused the job because its queue is full; nothing was sent to the database.
 class PoolOverloaded : public std::runtime_error {
@@ -58,7 +48,7 @@ class PoolOverloaded : public std::runtime_error {
 
 class PgPool {
  public:
-  PgPool(std::string database_url, PgPoolOptions options);
+  PgPool(std::string database_url, DatabaseOptions options);
   ~PgPool();  // Close()
 
   // Finishes the jobs queued and running (each within its call deadline), then joins the workers; a job
@@ -105,7 +95,7 @@ class PgPool {
   void WorkerLoop();
 
   std::string url_;
-  PgPoolOptions options_;
+  DatabaseOptions options_;
   CallDeadlines deadlines_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

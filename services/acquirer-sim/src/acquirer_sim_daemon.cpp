@@ -9,12 +9,12 @@ class AcquirerSimDaemon final : public app::Daemon {
  public:
   AcquirerSimDaemon() : app::Daemon({.name = "acquirer-sim", .usage = "usage: acquirer-sim [--config PATH]"}) {}
 
-  void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
+  app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     // The start-up path took --config out already; acquirer-sim takes nothing else.
     if (!args.empty()) throw config::ConfigError("argv", std::string(profile().usage));
     config_ = LoadConfig(reader);
+    return {.log_level = config_.log_level};
   }
-  std::string LogLevel() const override { return config_.log_level; }
   int Run(const app::ShutdownSignals& signals) override { return acquirer_sim::Run(config_, signals); }
 
  private:

@@ -77,9 +77,10 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
     throw config::ConfigError("admin.port", "must differ from http.port: probes and metrics never share the API port");
   }
   c.database_url = r.Secret("database.url");
-  c.database = db::LoadConnectionSettings(r);
-  c.database_pool_size = static_cast<std::size_t>(r.Integer("database.pool_size", 16, 1, 256));
-  c.database_max_queued = static_cast<std::size_t>(r.Integer("database.max_queued", 1024, 1, 1'000'000));
+  c.database = {.connections = static_cast<std::size_t>(r.Integer("database.pool_size", 16, 1, 256)),
+                .max_queued = static_cast<std::size_t>(r.Integer("database.max_queued", 1024, 1, 1'000'000)),
+                .application_name = "charge-api",
+                .connection = db::LoadConnectionSettings(r)};
   c.acquirer = acquirer::LoadAcquirerClientConfig(r);
   c.instance_id = r.String("instance.id", util::HostAndProcess("charge-api"));
   c.lease = r.Duration("charge.lease", seconds{30}, seconds{1}, std::chrono::hours{1});
@@ -130,10 +131,7 @@ struct ChargeApiApp::Parts {
       : config(std::move(c)),
         registry(metrics::NewRegistry()),
         probe(*registry),
-        database(config.database_url, {.connections = config.database_pool_size,
-                                       .max_queued = config.database_max_queued,
-                                       .application_name = "charge-api",
-                                       .connection = config.database}),
+        database(config.database_url, config.database),
         store(charges::MakePgChargeStore(database)),
         background_work(asio::make_work_guard(background)),
         acquirer_client(background.get_executor(), config.acquirer),
@@ -143,10 +141,8 @@ struct ChargeApiApp::Parts {
                  .lease = config.lease,
                  .deadline = config.deadline,
                  .max_acquirer_runs = config.acquirer.max_connections + config.acquirer.max_queued}),
-        auth_database(config.database_url, {.connections = config.auth_pool_size,
-                                            .max_queued = config.auth_max_queued,
-                                            .application_name = "charge-api-auth",
-                                            .connection = config.database}),
+        auth_database(config.database_url,
+                      config.database.OtherPool("charge-api-auth", config.auth_pool_size, config.auth_max_queued)),
         auth_store(charges::MakePgChargeStore(auth_database)),
         keys(*auth_store, probe,
              {.ttl = config.auth_cache_ttl,
@@ -155,11 +151,7 @@ struct ChargeApiApp::Parts {
         failed_auth({.rate = config.auth_failed_rate, .burst = config.auth_failed_burst}, config.auth_failed_clients),
         merchant_rate({.rate = config.merchant_rate, .burst = config.merchant_burst}, kMaxMerchantsTracked),
         router(service, keys, failed_auth, merchant_rate, probe),
-        readiness_database(config.database_url,
-                           {.connections = 1,
-                            .max_queued = 16,
-                            .application_name = "charge-api-readiness",
-                            .connection = config.database}),
+        readiness_database(config.database_url, config.database.OtherPool("charge-api-readiness", 1, 16)),
         readiness(readiness_database, db::EmbeddedSchemaVersion(), config.readiness_reuse),
         admin_router(readiness, *registry, probe),
         server(ApiServerOptions(config.http, config.refusal_pacing, probe),

@@ -20,9 +20,7 @@ struct ChargeApiConfig {
   http::ServerOptions http;   // the API port
   http::ServerOptions admin;  // the admin port: /healthz, /readyz, /metrics
   std::string database_url;  // secret: DATABASE_URL
-  db::ConnectionSettings database;  // database.* timeouts
-  std::size_t database_pool_size = 16;
-  std::size_t database_max_queued = 1024;
+  db::DatabaseOptions database;  // database.pool_size, database.max_queued and the database.* timeouts
   acquirer::AcquirerClientConfig acquirer;
   std::string instance_id;
   std::chrono::milliseconds lease{};

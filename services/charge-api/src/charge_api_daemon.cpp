@@ -1,7 +1,6 @@
 #include "charge_api_daemon.hpp"
 
 #include "charge_api_app.hpp"
-#include "charge_outbox/db/migrations.hpp"
 
 namespace charge_outbox::charge_api {
 namespace {
@@ -11,12 +10,11 @@ class ChargeApiDaemon final : public app::Daemon {
   ChargeApiDaemon()
       : app::Daemon({.name = "charge-api", .usage = "usage: charge-api [--config PATH]", .failpoints = true}) {}
 
-  void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
+  app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     if (!args.empty()) throw config::ConfigError("argv", std::string(profile().usage));
     config_ = LoadConfig(reader);
+    return {.log_level = config_.log_level, .schema_database_url = config_.database_url};
   }
-  std::string LogLevel() const override { return config_.log_level; }
-  void CheckSchema() override { db::RequireSchemaVersion(config_.database_url, db::EmbeddedSchemaVersion()); }
 
   int Run(const app::ShutdownSignals& signals) override {
     ChargeApiApp api(config_);

@@ -13,13 +13,7 @@
 
 namespace charge_outbox::charge_api {
 
-struct ChargeRequest {
-  std::int64_t amount = 0;  // minor units
-  std::string currency;     // ISO 4217
-  std::string order_id;
-  std::string payment_method;  // acquirer token: never logged
-  std::optional<std::string> description;
-};
+using ChargeRequest = charges::ChargeTerms;
 
 // Why a body was refused: the field (or "body") and what is wrong, for a 400 problem+json.
 struct FieldError {

@@ -71,11 +71,7 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   n.merchant_id = cmd.merchant_id;
   n.idempotency_key = cmd.idempotency_key;
   n.fingerprint = RequestFingerprint(cmd.request);
-  n.order_id = cmd.request.order_id;
-  n.amount = cmd.request.amount;
-  n.currency = cmd.request.currency;
-  n.payment_method = cmd.request.payment_method;
-  n.description = cmd.request.description;
+  n.terms = cmd.request;
   n.traceparent = traceparent;
   // Unique per request, so a request recognises its own row when it must ask whether its insert committed.
   const charges::Lease lease{options_.instance_id + "/" + acquirer::NewRequestId(), options_.lease};

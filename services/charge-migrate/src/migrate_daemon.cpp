@@ -9,11 +9,11 @@ class MigrateDaemon final : public app::Daemon {
  public:
   MigrateDaemon() : app::Daemon({.name = "charge-migrate", .usage = kUsage, .signals = false}) {}
 
-  void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
+  app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     command_ = ParseCommandLine(args);
     config_ = LoadConfig(reader);
+    return {.log_level = config_.log_level};  // its schema is what it changes
   }
-  std::string LogLevel() const override { return config_.log_level; }
   int Run(const app::ShutdownSignals&) override { return migrate::Run(command_, config_); }
 
  private:

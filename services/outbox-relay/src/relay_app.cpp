@@ -35,21 +35,9 @@ kafka::RdKafkaOptions PublisherOptions(const RelayConfig& c) {
 }
 
 RelayLoopOptions LoopOptions(const RelayConfig& c, int worker) {
-  return {.worker = worker,
-          .batch_size = c.batch_size,
-          .waves = c.waves,
-          .poll_interval = c.poll_interval,
-          .wake_delay = c.wake_delay,
-          .idle_grace = c.idle_grace,
-          .rebalance_interval = c.rebalance_interval,
-          .backoff = c.backoff,
-          .cloudevents_source_base = c.cloudevents_source_base,
-          .cloudevents_source = c.cloudevents_source,
-          .cloudevents_structured = c.cloudevents_structured,
-          .create_topic = c.kafka_create_topic,
-          .topic_partitions = c.kafka_topic_partitions,
-          .topic_replication_factor = c.kafka_topic_replication_factor,
-          .topic_timeout = c.kafka_topic_timeout};
+  auto options = c.loop;
+  options.worker = worker;
+  return options;
 }
 
 // One relay loop with what it owns: its session (a member of its own) and its producer.

@@ -52,10 +52,10 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   }
   c.kafka_topic = r.String("kafka.topic", "charge-events");
   if (c.kafka_topic.empty()) throw config::ConfigError("kafka.topic", "must not be empty");
-  c.kafka_create_topic = r.Boolean("kafka.create_topic", true);
-  c.kafka_topic_partitions = static_cast<int>(r.Integer("kafka.topic_partitions", 6, 1, 10'000));
-  c.kafka_topic_replication_factor = static_cast<int>(r.Integer("kafka.topic_replication_factor", 1, 1, 100));
-  c.kafka_topic_timeout = r.Duration("kafka.topic_timeout", seconds{10}, milliseconds{100}, std::chrono::minutes{5});
+  c.loop.create_topic = r.Boolean("kafka.create_topic", true);
+  c.loop.topic_partitions = static_cast<int>(r.Integer("kafka.topic_partitions", 6, 1, 10'000));
+  c.loop.topic_replication_factor = static_cast<int>(r.Integer("kafka.topic_replication_factor", 1, 1, 100));
+  c.loop.topic_timeout = r.Duration("kafka.topic_timeout", seconds{10}, milliseconds{100}, std::chrono::minutes{5});
   // How long librdkafka keeps trying one message; the batch waits for it, so it bounds a batch.
   const auto message_timeout = r.Duration("kafka.message_timeout", seconds{30}, milliseconds{1000}, std::chrono::hours{1});
   c.kafka_properties["message.timeout.ms"] = std::to_string(message_timeout.count());
@@ -72,32 +72,33 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
 
   // ce_source names the daemon that wrote the event (the outbox row's producer, migration 0009):
   // <source_base>/charge-api or <source_base>/reconciler. cloudevents.source is for rows that name none.
-  c.cloudevents_source_base = r.String("cloudevents.source_base", "/charge-outbox");
-  if (c.cloudevents_source_base.empty()) throw config::ConfigError("cloudevents.source_base", "must not be empty");
-  c.cloudevents_source = r.String("cloudevents.source", "/charge-outbox/charge-api");
-  if (c.cloudevents_source.empty()) throw config::ConfigError("cloudevents.source", "must not be empty");
+  c.loop.cloudevents_source_base = r.String("cloudevents.source_base", "/charge-outbox");
+  if (c.loop.cloudevents_source_base.empty()) throw config::ConfigError("cloudevents.source_base", "must not be empty");
+  c.loop.cloudevents_source = r.String("cloudevents.source", "/charge-outbox/charge-api");
+  if (c.loop.cloudevents_source.empty()) throw config::ConfigError("cloudevents.source", "must not be empty");
   // binary: the attributes in ce_* headers (the default); structured: in the value, for sinks that drop
   // Kafka headers (docs/events.md). One mode for the relay's one topic.
-  c.cloudevents_structured = r.Choice("cloudevents.mode", "binary", {"binary", "structured"}) == "structured";
+  c.loop.cloudevents_structured = r.Choice("cloudevents.mode", "binary", {"binary", "structured"}) == "structured";
   // Relay loops in this process, each with its own session (a member of its own) and producer: they
   // overlap one loop's wait on Kafka with another's database work.
   c.workers = static_cast<int>(r.Integer("relay.workers", 1, 1, 64));
-  c.batch_size = static_cast<int>(r.Integer("relay.batch_size", 1000, 1, 100'000));
+  c.loop.batch_size = static_cast<int>(r.Integer("relay.batch_size", 1000, 1, 100'000));
   // Up to this many events of one charge per batch, each produced once the previous one is persisted.
-  c.waves = static_cast<int>(r.Integer("relay.waves", 4, 1, 16));
-  c.poll_interval = r.Duration("relay.poll_interval", seconds{1}, milliseconds{10}, std::chrono::minutes{10});
+  c.loop.waves = static_cast<int>(r.Integer("relay.waves", 4, 1, 16));
+  c.loop.poll_interval = r.Duration("relay.poll_interval", seconds{1}, milliseconds{10}, std::chrono::minutes{10});
   // Latency traded for write-path cost: see docs/outbox-relay.md, "Latency".
-  c.wake_delay = r.Duration("relay.wake_delay", milliseconds{5}, milliseconds{0}, seconds{1});
-  c.idle_grace = r.Duration("relay.idle_grace", milliseconds{50}, milliseconds{0}, seconds{10});
-  c.rebalance_interval = r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});
+  c.loop.wake_delay = r.Duration("relay.wake_delay", milliseconds{5}, milliseconds{0}, seconds{1});
+  c.loop.idle_grace = r.Duration("relay.idle_grace", milliseconds{50}, milliseconds{0}, seconds{10});
+  c.loop.rebalance_interval =
+      r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});
   r.Renamed("relay.retry_backoff", "relay.backoff.base");
   r.Renamed("relay.max_retry_backoff", "relay.backoff.max");
-  c.backoff =
+  c.loop.backoff =
       retry::LoadBackoffOptions(r, "relay", RelayLoopOptions{}.backoff, milliseconds{1}, std::chrono::minutes{10});
   // Liveness: a loop is live while its steps end. The longest step a healthy loop takes is the longest of
   // its bounded waits; past that (with a margin) it is wedged and Kubernetes should restart it.
-  const auto longest_step = std::max({c.database.call_timeout + c.poll_interval, c.kafka_delivery_deadline,
-                                      c.kafka_topic_timeout + seconds{1}, c.backoff.max});
+  const auto longest_step = std::max({c.database.call_timeout + c.loop.poll_interval, c.kafka_delivery_deadline,
+                                      c.loop.topic_timeout + seconds{1}, c.loop.backoff.max});
   c.liveness_timeout = r.Duration("relay.liveness_timeout",
                                   std::max<milliseconds>(seconds{30}, longest_step + seconds{10}), milliseconds{100},
                                   std::chrono::hours{1});

@@ -9,7 +9,7 @@
 #include "charge_outbox/db/database.hpp"
 #include "charge_outbox/http/server.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
-#include "charge_outbox/retry/backoff.hpp"
+#include "relay_loop.hpp"
 
 namespace charge_outbox::outbox_relay {
 
@@ -21,27 +21,15 @@ struct RelayConfig {
 
   std::string kafka_bootstrap_servers;
   std::string kafka_topic;
-  bool kafka_create_topic = true;
-  int kafka_topic_partitions = 6;
-  int kafka_topic_replication_factor = 1;
-  std::chrono::milliseconds kafka_topic_timeout{};
   std::map<std::string, std::string> kafka_properties;  // librdkafka properties, see README
   // The longest one produce-and-wait may take: past it, messages without a report are abandoned (sent
   // again later), whatever librdkafka still does. kafka.message_timeout + kafka.socket_timeout.
   std::chrono::milliseconds kafka_delivery_deadline{};
 
-  std::string cloudevents_source_base;  // ce_source of a row with a producer: <base>/<producer>
-  std::string cloudevents_source;       // ce_source of a row without one
-  bool cloudevents_structured = false;  // cloudevents.mode = structured
-
   int workers = 1;
-  int batch_size = 1000;
-  int waves = 4;
-  std::chrono::milliseconds poll_interval{};
-  std::chrono::milliseconds wake_delay{};
-  std::chrono::milliseconds idle_grace{};
-  std::chrono::milliseconds rebalance_interval{};
-  retry::BackoffOptions backoff;  // relay.backoff.base, relay.backoff.max
+  // Every loop's options but its index: relay.* (but workers and liveness_timeout), cloudevents.*,
+  // kafka.create_topic and kafka.topic_*.
+  RelayLoopOptions loop;
   // /healthz answers 503 when a loop has not finished a step for this long (see RelayLoop::last_progress).
   std::chrono::milliseconds liveness_timeout{};
 

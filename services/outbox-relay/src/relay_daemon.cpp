@@ -1,6 +1,5 @@
 #include "relay_daemon.hpp"
 
-#include "charge_outbox/db/migrations.hpp"
 #include "charge_outbox/kafka/event_publisher.hpp"
 #include "relay_app.hpp"
 #include "subcommands.hpp"
@@ -12,14 +11,13 @@ class RelayDaemon final : public app::Daemon {
  public:
   RelayDaemon() : app::Daemon({.name = "outbox-relay", .usage = kUsage, .failpoints = true}) {}
 
-  void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
+  app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     if (!args.empty() && args[0].rfind("-", 0) == 0) throw config::ConfigError("argv", kUsage);
     subcommand_ = args;
     // A subcommand only reads the database: the Kafka settings need not be there.
     config_ = LoadConfig(reader, /*need_kafka=*/!IsSubcommand(subcommand_));
+    return {.log_level = config_.log_level, .schema_database_url = config_.database_url};
   }
-  std::string LogLevel() const override { return config_.log_level; }
-  void CheckSchema() override { db::RequireSchemaVersion(config_.database_url, db::EmbeddedSchemaVersion()); }
 
   int Run(const app::ShutdownSignals& signals) override {
     if (IsSubcommand(subcommand_)) return RunSubcommand(config_, subcommand_);

@@ -76,10 +76,7 @@ void SpawnRun(asio::io_context& io, asio::awaitable<T> work, std::optional<T>& r
 struct ReconcilerApp::Parts {
   explicit Parts(ReconcilerConfig c)
       : config(std::move(c)),
-        database(config.database_url, {.connections = config.database_pool_size,
-                                       .max_queued = 100'000,
-                                       .application_name = "reconciler",
-                                       .connection = config.database}),
+        database(config.database_url, config.database),
         charges(charges::MakePgChargeStore(database)),
         store(charges::MakePgReconciliationStore(database)),
         acquirer_client(io.get_executor(), config.acquirer),

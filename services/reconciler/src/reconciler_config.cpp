@@ -19,7 +19,9 @@ using std::chrono::seconds;
 ReconcilerConfig LoadConfig(config::ConfigReader& r) {
   ReconcilerConfig c;
   c.database_url = r.Secret("database.url");
-  c.database = db::LoadConnectionSettings(r);
+  c.database.application_name = "reconciler";
+  c.database.max_queued = 100'000;  // reconciler.concurrency bounds what a run queues, not the pool
+  c.database.connection = db::LoadConnectionSettings(r);
   c.acquirer = acquirer::LoadAcquirerClientConfig(r);
 
   auto& s = c.sweep;
@@ -55,7 +57,7 @@ ReconcilerConfig LoadConfig(config::ConfigReader& r) {
   d.backoff =
       retry::LoadBackoffOptions(r, "reconciler", DecisionOptions{}.backoff, milliseconds{1}, std::chrono::hours{24});
 
-  c.database_pool_size = static_cast<std::size_t>(
+  c.database.connections = static_cast<std::size_t>(
       r.Integer("database.pool_size", static_cast<std::int64_t>(s.concurrency) + 2, 1, 512));
   c.pushgateway.url = r.String("metrics.pushgateway.url", "");
   if (!c.pushgateway.url.empty() && !ParsePushgatewayUrl(c.pushgateway.url)) {

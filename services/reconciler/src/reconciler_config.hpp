@@ -30,8 +30,7 @@ struct PushgatewayOptions {
 
 struct ReconcilerConfig {
   std::string database_url;  // secret: DATABASE_URL
-  db::ConnectionSettings database;  // database.* timeouts
-  std::size_t database_pool_size = 0;  // 0: concurrency + 2
+  db::DatabaseOptions database;  // database.pool_size (reconciler.concurrency + 2) and the database.* timeouts
   acquirer::AcquirerClientConfig acquirer;
   SweepOptions sweep;
   PushgatewayOptions pushgateway;

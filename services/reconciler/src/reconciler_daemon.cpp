@@ -5,7 +5,6 @@
 
 #include <cstdio>
 
-#include "charge_outbox/db/migrations.hpp"
 #include "charge_outbox/log/log.hpp"
 #include "command_line.hpp"
 #include "reconciler_app.hpp"
@@ -19,11 +18,11 @@ class ReconcilerDaemon final : public app::Daemon {
  public:
   ReconcilerDaemon() : app::Daemon({.name = "reconciler", .usage = kUsage, .failpoints = true}) {}
 
-  void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
+  app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     command_ = ParseCommandLine(args);
     config_ = LoadConfig(reader);
+    return {.log_level = config_.log_level, .schema_database_url = config_.database_url};
   }
-  std::string LogLevel() const override { return config_.log_level; }
 
   // A report going to stdout must be the only thing there: log lines (and the summary) go to stderr
   // instead, and the report to a copy of the original stdout.
@@ -32,8 +31,6 @@ class ReconcilerDaemon final : public app::Daemon {
     report_fd_ = ::dup(STDOUT_FILENO);
     ::dup2(STDERR_FILENO, STDOUT_FILENO);
   }
-
-  void CheckSchema() override { db::RequireSchemaVersion(config_.database_url, db::EmbeddedSchemaVersion()); }
 
   // Still one summary line, so a log-based alert on failed runs sees this one too.
   int StartFailed(const std::exception& error) override {

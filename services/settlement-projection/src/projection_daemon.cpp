@@ -15,17 +15,17 @@ class ProjectionDaemon final : public app::Daemon {
                      .usage = "usage: settlement-projection [--config FILE] [migrate]",
                      .failpoints = true}) {}
 
-  void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
+  app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     if (!(args.empty() || (args.size() == 1 && args[0] == "migrate"))) {
       throw config::ConfigError("argv", std::string(profile().usage));
     }
     migrate_ = !args.empty();
     config_ = LoadConfig(reader);
+    return {.log_level = config_.log_level};  // two schemas, not charge-api's: see CheckSchema
   }
-  std::string LogLevel() const override { return config_.log_level; }
 
   // Both schemas, the inbox's and the projection's; `migrate` is what brings them up to date.
-  void CheckSchema() override {
+  void CheckSchema(const app::Settings&) override {
     if (migrate_) return;
     const db::SchemaCheck inbox{.ledger = inbox::kInboxLedger, .migrate_command = "settlement-projection migrate"};
     db::RequireSchemaVersion(config_.inbox.database_url, inbox::InboxMigrations().back().version, inbox);

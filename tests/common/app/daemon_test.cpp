@@ -29,18 +29,19 @@ class FakeDaemon final : public Daemon {
   explicit FakeDaemon(Profile profile = {.name = "fake", .usage = "usage: fake [--config PATH] [thing]"})
       : Daemon(profile) {}
 
-  void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
+  Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     steps.push_back("configure");
     args_seen = args;
     if (args.size() > 1) throw config::ConfigError("argv", std::string(profile().usage));
     port = reader.Integer("fake.port", 8080, 1, 65535);
     reader.RejectUnknownKeys();
+    return {.log_level = "warn", .schema_database_url = schema_database_url};
   }
-  std::string LogLevel() const override { return "warn"; }
   void BeforeLogging() override { steps.push_back("before logging"); }
-  void CheckSchema() override {
+  void CheckSchema(const Settings& settings) override {
     steps.push_back("check schema");
     if (schema_behind) throw std::runtime_error("schema is at version 3 but this build needs 4");
+    Daemon::CheckSchema(settings);
   }
   int Run(const ShutdownSignals& signals) override {
     steps.push_back("run");
@@ -58,6 +59,7 @@ class FakeDaemon final : public Daemon {
   std::vector<std::string> args_seen;
   std::int64_t port = 0;
   bool schema_behind = false;
+  std::string schema_database_url;  // empty: the default schema check checks nothing
   bool raise_sigterm_in_run = false;
   std::optional<int> signal_taken;
   bool sigterm_blocked_in_run = false;
@@ -151,13 +153,27 @@ TEST(AppMain, ASchemaCheckThatThrowsExitsOneWithoutRunning) {
   EXPECT_THAT(daemon.steps, ElementsAre("configure", "before logging", "check schema"));
 }
 
+TEST(AppMain, TheDefaultSchemaCheckReadsTheDatabaseTheSettingsName) {
+  FakeDaemon daemon;
+  // Nothing listens on port 1: the check cannot read the schema, so the daemon must not run.
+  daemon.schema_database_url = "postgresql://charge@127.0.0.1:1/charges?connect_timeout=2";
+  std::ostringstream err;
+  EXPECT_EQ(Main({}, daemon, err), 1);
+  EXPECT_THAT(daemon.steps, ElementsAre("configure", "before logging", "check schema"));
+
+  FakeDaemon unchecked;  // no database named: nothing to check, it runs
+  EXPECT_EQ(Main({}, unchecked, err), 0);
+  EXPECT_THAT(unchecked.steps, ElementsAre("configure", "before logging", "check schema", "run"));
+}
+
 TEST(AppMain, StartFailedChoosesTheStatusAfterAFailedSchemaCheck) {
   class Reporting final : public Daemon {
    public:
     Reporting() : Daemon({.name = "reporting", .usage = "usage: reporting"}) {}
-    void Configure(const std::vector<std::string>&, config::ConfigReader&) override {}
-    std::string LogLevel() const override { return "error"; }
-    void CheckSchema() override { throw std::runtime_error("database does not answer"); }
+    Settings Configure(const std::vector<std::string>&, config::ConfigReader&) override {
+      return {.log_level = "error"};
+    }
+    void CheckSchema(const Settings&) override { throw std::runtime_error("database does not answer"); }
     int StartFailed(const std::exception& error) override {
       seen = error.what();
       return 5;

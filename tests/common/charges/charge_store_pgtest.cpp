@@ -42,11 +42,11 @@ class ChargeStoreTest : public ::testing::Test {
     NewCharge n;
     n.merchant_id = merchant;
     n.idempotency_key = key;
-    n.order_id = "PED-0001";
-    n.amount = amount;
-    n.currency = "BRL";
-    n.payment_method = "pm_tok_visa";
-    n.description = "cobrança";
+    n.terms.order_id = "PED-0001";
+    n.terms.amount = amount;
+    n.terms.currency = "BRL";
+    n.terms.payment_method = "pm_tok_visa";
+    n.terms.description = "cobrança";
     n.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     n.fingerprint = util::Sha256("fp:" + std::to_string(amount));
     return n;

@@ -185,10 +185,10 @@ TEST_F(ReconciliationStoreTest, ChargeApiRetryOfAClaimedChargeIsInFlight) {
   NewCharge n;
   n.merchant_id = kMerchant;
   n.idempotency_key = "key-0";
-  n.order_id = "PED-0";
-  n.amount = 1000;
-  n.currency = "BRL";
-  n.payment_method = "pm_tok_visa";
+  n.terms.order_id = "PED-0";
+  n.terms.amount = 1000;
+  n.terms.currency = "BRL";
+  n.terms.payment_method = "pm_tok_visa";
   // The same fingerprint the row holds, so the retry is a legitimate repeat.
   const auto hex = db_->Scalar("SELECT encode(request_fingerprint, 'hex') FROM charges");
   for (std::size_t i = 0; i < n.fingerprint.size(); ++i) {

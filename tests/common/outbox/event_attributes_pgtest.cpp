@@ -42,10 +42,10 @@ class OutboxEventAttributesTest : public ::testing::Test {
     charges::NewCharge n;
     n.merchant_id = kMerchant;
     n.idempotency_key = key;
-    n.order_id = "order-1";
-    n.amount = 1000;
-    n.currency = "EUR";
-    n.payment_method = "pm_tok_visa";
+    n.terms.order_id = "order-1";
+    n.terms.amount = 1000;
+    n.terms.currency = "EUR";
+    n.terms.payment_method = "pm_tok_visa";
     n.fingerprint = util::Sha256("fp:" + key);
     const charges::FirstAttempt first{acquirer::Operation::kCapture, "charge-api", std::chrono::system_clock::now()};
     auto r = Await(store.Begin(n, {"owner-" + key, 30s}, first));

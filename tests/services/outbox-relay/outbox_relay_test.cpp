@@ -124,7 +124,7 @@ TEST(RelayConfigTest, DefaultsAndTheEnvironmentTheLocalStackSets) {
   EXPECT_EQ(c.kafka_bootstrap_servers, "k:9092");
   EXPECT_EQ(c.kafka_topic, "events");
   EXPECT_EQ(c.http.port, 0);
-  EXPECT_EQ(c.batch_size, 1000);
+  EXPECT_EQ(c.loop.batch_size, 1000);
   EXPECT_EQ(c.kafka_properties.at("message.timeout.ms"), "30000");
   EXPECT_EQ(c.kafka_properties.at("compression.type"), "lz4");
   EXPECT_FALSE(c.kafka_properties.contains("security.protocol"));
@@ -173,15 +173,15 @@ TEST(RelayConfigTest, CloudEventsSourcesAndMode) {
                                                 {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}};
   auto defaults = config::ConfigReader::FromString("", Env(base));
   const auto d = LoadConfig(defaults, true);
-  EXPECT_EQ(d.cloudevents_source_base, "/charge-outbox");
-  EXPECT_EQ(d.cloudevents_source, "/charge-outbox/charge-api");
-  EXPECT_FALSE(d.cloudevents_structured);
+  EXPECT_EQ(d.loop.cloudevents_source_base, "/charge-outbox");
+  EXPECT_EQ(d.loop.cloudevents_source, "/charge-outbox/charge-api");
+  EXPECT_FALSE(d.loop.cloudevents_structured);
 
   auto structured = config::ConfigReader::FromString(
       "cloudevents:\n  mode: structured\n  source_base: /payments/eu\n", Env(base));
   const auto s = LoadConfig(structured, true);
-  EXPECT_TRUE(s.cloudevents_structured);
-  EXPECT_EQ(s.cloudevents_source_base, "/payments/eu");
+  EXPECT_TRUE(s.loop.cloudevents_structured);
+  EXPECT_EQ(s.loop.cloudevents_source_base, "/payments/eu");
 
   for (const auto& [yaml, key] : std::vector<std::pair<std::string, std::string>>{
            {"cloudevents:\n  mode: json\n", "cloudevents.mode"},
@@ -240,11 +240,11 @@ RelayConfig LoadWith(const std::string& yaml, std::map<std::string, std::string>
 // The backoff keys are spelled `relay.backoff.*` like every daemon's; the old spellings fail at start,
 // naming the new key, instead of being ignored for the default.
 TEST(RelayConfigTest, BackoffKeysAndTheirOldSpellingsRefused) {
-  EXPECT_EQ(LoadWith("").backoff.base, std::chrono::milliseconds{200});
-  EXPECT_EQ(LoadWith("").backoff.max, std::chrono::seconds{5});
+  EXPECT_EQ(LoadWith("").loop.backoff.base, std::chrono::milliseconds{200});
+  EXPECT_EQ(LoadWith("").loop.backoff.max, std::chrono::seconds{5});
   const auto set = LoadWith("relay:\n  backoff:\n    base: 50ms\n    max: 2s\n");
-  EXPECT_EQ(set.backoff.base, std::chrono::milliseconds{50});
-  EXPECT_EQ(set.backoff.max, std::chrono::seconds{2});
+  EXPECT_EQ(set.loop.backoff.base, std::chrono::milliseconds{50});
+  EXPECT_EQ(set.loop.backoff.max, std::chrono::seconds{2});
 
   const struct {
     std::string yaml;

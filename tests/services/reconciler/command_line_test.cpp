@@ -126,7 +126,7 @@ TEST(ReconcilerConfigTest, DefaultsMatchTheIssueAndTheLocalStackOverride) {
   EXPECT_EQ(c.sweep.decision.deadline, 1h);
   EXPECT_EQ(c.sweep.decision.not_found_policy, NotFoundPolicy::kResubmit);  // never `failed` from absence
   EXPECT_EQ(c.sweep.batch_size, 100);
-  EXPECT_EQ(c.database_pool_size, 10u);
+  EXPECT_EQ(c.database.connections, 10u);
   EXPECT_TRUE(c.pushgateway.url.empty());
 
   env["RECONCILER_GRACE_PERIOD"] = "10s";  // what deploy/local/stack sets

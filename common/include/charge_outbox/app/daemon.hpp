@@ -8,11 +8,11 @@
 //   1. blocks SIGTERM and SIGINT (ShutdownSignals), before any thread exists (unless the profile says not);
 //   2. takes `--config PATH` out of the command line (wherever it stands); the rest, a subcommand and its
 //      flags, is the daemon's to read;
-//   3. daemon.Configure(rest, reader): a config::ConfigError (a bad argument, a bad or unknown key) is one
-//      line on stderr and exit status config::kExitConfigError (2);
+//   3. daemon.Configure(rest, reader), which returns the Settings below: a config::ConfigError (a bad
+//      argument, a bad or unknown key) is one line on stderr and exit status config::kExitConfigError (2);
 //   4. failpoints from the FAILPOINTS variable, for a daemon whose profile says so (a bad spec exits 2 too);
-//   5. daemon.BeforeLogging(), then log::Init(profile name, daemon.LogLevel());
-//   6. daemon.CheckSchema(): whatever it throws (the schema is behind this build, the database does not
+//   5. daemon.BeforeLogging(), then log::Init(profile name, the settings' log level);
+//   6. daemon.CheckSchema(settings): whatever it throws (the schema is behind this build, the database does not
 //      answer) goes to daemon.StartFailed, whose return is the exit status (by default: logged, 1);
 //   7. daemon.Run(signals), whose return is the exit status (0, 1, or kExitShutdownOverrun from
 //      StopWithin); then log::Flush.
@@ -48,6 +48,14 @@ struct Profile {
   bool signals = true;      // false: SIGTERM and SIGINT are not blocked (ShutdownSignals::Unblocked)
 };
 
+// What the start-up path needs from a daemon's configuration.
+struct Settings {
+  std::string log_level;  // one of log::kLevels
+  // The database whose schema must be this build's (db::EmbeddedSchemaVersion()) before the daemon runs;
+  // empty: nothing is checked (unless the daemon's CheckSchema does it its own way).
+  std::string schema_database_url;
+};
+
 class Daemon {
  public:
   explicit Daemon(Profile profile) : profile_(profile) {}
@@ -59,14 +67,12 @@ class Daemon {
 
   // Reads the command line's rest (without --config) and the configuration. Throws config::ConfigError
   // naming the argument ("argv") or the key at fault.
-  virtual void Configure(const std::vector<std::string>& args, config::ConfigReader& reader) = 0;
-  // The configured log level, one of log::kLevels.
-  virtual std::string LogLevel() const = 0;
+  virtual Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) = 0;
   // Runs before the log is set up: where a daemon arranges its output streams.
   virtual void BeforeLogging() {}
-  // Refuses to start against a database whose schema this build does not match (throws); most daemons
-  // check db::EmbeddedSchemaVersion() here. Nothing by default.
-  virtual void CheckSchema() {}
+  // Refuses to start against a database whose schema this build does not match (throws). By default:
+  // settings.schema_database_url, if any, must be at db::EmbeddedSchemaVersion().
+  virtual void CheckSchema(const Settings& settings);
   // The exit status after CheckSchema threw; by default the error is logged and the status is 1.
   virtual int StartFailed(const std::exception& error);
   // The daemon's work: until a signal, or one run, or one subcommand. Returns the exit status.

@@ -27,6 +27,15 @@ std::optional<std::string> UuidFromPublicId(std::string_view public_id);
 // RFC 3339, UTC, milliseconds: the same text the database's rfc3339() produces.
 std::string FormatTimestamp(Timestamp t);
 
+// What a client asks for in POST /v1/charges: the terms of one charge.
+struct ChargeTerms {
+  std::int64_t amount = 0;  // minor units
+  std::string currency;     // ISO 4217
+  std::string order_id;
+  std::string payment_method;  // acquirer token: never logged
+  std::optional<std::string> description;
+};
+
 struct Charge {
   std::string id;  // uuid
   std::string merchant_id;

@@ -26,15 +26,12 @@ struct Merchant {
   std::string id;
 };
 
+// The intent ChargeStore::Begin writes: the client's terms under its merchant and idempotency key.
 struct NewCharge {
   std::string merchant_id;
   std::string idempotency_key;
   Fingerprint fingerprint{};
-  std::string order_id;
-  std::int64_t amount = 0;
-  std::string currency;
-  std::string payment_method;
-  std::optional<std::string> description;
+  ChargeTerms terms;
   std::string traceparent;
 };
 

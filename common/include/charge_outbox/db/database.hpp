@@ -84,11 +84,22 @@ ConnectionSettings LoadConnectionSettings(config::ConfigReader& reader);
 std::string ConnectionString(std::string_view url, std::string_view application_name,
                              const ConnectionSettings& settings);
 
+// A pool of connections (Database, and the PgPool under it).
 struct DatabaseOptions {
   std::size_t connections = 8;
+  // Jobs waiting for a connection beyond this are refused at once (PoolOverloaded): shedding load
+  // beats a queue that grows until every request times out.
   std::size_t max_queued = 1024;
   std::string application_name;  // shows in pg_stat_activity
+  // Timeouts of every connection, and call_timeout: a job still waiting for a connection past it fails
+  // without being sent (PoolOverloaded), one still running is cut short (see CallDeadlines).
   ConnectionSettings connection;
+
+  // Another pool of the same daemon (charge-api's authentication and readiness pools): the same
+  // connection settings, its own name in pg_stat_activity and its own size.
+  DatabaseOptions OtherPool(std::string name, std::size_t pool_connections, std::size_t pool_max_queued) const {
+    return {pool_connections, pool_max_queued, std::move(name), connection};
+  }
 };
 
 // Owns the pool; thread-safe; outlives every store built on it.

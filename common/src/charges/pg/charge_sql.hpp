@@ -15,6 +15,7 @@
 #include "charge_outbox/charges/charge_store.hpp"
 #include "db/db_errors.hpp"
 #include "db/pg_pool.hpp"
+#include "db/statement.hpp"
 
 namespace charge_outbox::charges::sql {
 

@@ -20,115 +20,145 @@ using sql::Nullable;
 using sql::ReadCharge;
 using sql::ToParams;
 
-constexpr const char* kAuthenticate = "charge_authenticate";
-constexpr const char* kBegin = "charge_begin";
-constexpr const char* kReadByKey = "charge_read_by_key";
-constexpr const char* kReadById = "charge_read_by_id";
-constexpr const char* kTakeOver = "charge_take_over";
-constexpr const char* kFirstRequestId = "charge_first_request_id";
-constexpr const char* kStartAttempt = "charge_start_attempt";
-constexpr const char* kFinishAttempt = "charge_finish_attempt";
-constexpr const char* kComplete = "charge_complete";
-constexpr const char* kRelease = "charge_release";
-constexpr const char* kCountPending = "charge_count_pending";
-constexpr const char* kReadByUuid = "charge_read_by_uuid";
-constexpr const char* kFlagForReview = "charge_flag_for_review";
-constexpr const char* kRenewLease = "charge_renew_lease";
-constexpr const char* kAttemptHistory = "charge_attempt_history";
+constexpr db::Statement kAuthenticate{
+    "charge_authenticate",
+    "SELECT merchant_id::text FROM api_keys WHERE key_hash = decode($1, 'hex') AND revoked_at IS NULL"};
 
-const std::pair<const char*, const char*> kStatements[] = {
-    {kAuthenticate,
-     "SELECT merchant_id::text FROM api_keys WHERE key_hash = decode($1, 'hex') AND revoked_at IS NULL"},
-    {kBegin,
-     "WITH ins AS ("
-     "  INSERT INTO charges (id, merchant_id, idempotency_key, request_fingerprint, order_id, amount, currency,"
-     "                       payment_method, description, owner_id, lease_expires_at, last_sequence,"
-     "                       attempt_count, traceparent)"
-     "  VALUES (gen_random_uuid(), $1, $2, decode($3, 'hex'), $4, $5, $6, $7, $8, $9,"
-     "          now() + $10::bigint * interval '1 millisecond', 1, 1, $11)"
-     "  ON CONFLICT (merchant_id, idempotency_key) DO NOTHING"
-     "  RETURNING *"
-     "), event AS ("
-     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)"
-     "  SELECT gen_random_uuid(), charge_public_id(ins.id), 'payments.charge.initiated.v1',"
-     "         charge_event_payload(ROW(ins.*)::charges), 1, outbox_shard(ins.id), ins.traceparent, ins.created_at"
-     "  FROM ins"
-     "), attempt AS ("
-     "  INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)"
-     "  SELECT ins.id, 1, gen_random_uuid(), $12, $13, to_timestamp($14::bigint / 1000000.0) FROM ins"
-     "  RETURNING request_id"
-     ") SELECT " CHARGE_COLUMNS ", (SELECT request_id::text FROM attempt) FROM ins c"},
-    {kReadByKey, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.merchant_id = $1 AND c.idempotency_key = $2"},
-    {kReadById, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.merchant_id = $1 AND c.id = $2"},
-    {kFirstRequestId, "SELECT request_id::text FROM acquirer_attempts WHERE charge_id = $1 AND attempt_no = 1"},
-    {kTakeOver,
-     "UPDATE charges c SET owner_id = $2, lease_expires_at = now() + $3::bigint * interval '1 millisecond'"
-     " WHERE c.id = $1 AND c.status = 'pending' AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now())"
-     " RETURNING " CHARGE_COLUMNS},
-    {kStartAttempt,
-     "WITH c AS (UPDATE charges SET attempt_count = attempt_count + 1 WHERE id = $1 RETURNING id, attempt_count)"
-     " INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)"
-     " SELECT c.id, c.attempt_count, $2, $3, $4, to_timestamp($5::bigint / 1000000.0) FROM c RETURNING attempt_no"},
-    {kFinishAttempt, FINISH_ATTEMPT("$1", "$2", "$3", "$4", "$5", "$6")},
-    {kComplete,
-     "WITH upd AS ("
-     "  UPDATE charges SET status = $2::charge_status, acquirer_capture_id = COALESCE($3, acquirer_capture_id),"
-     "    decline_code = $4, failure_reason = $5, updated_at = to_timestamp($6::bigint / 1000000.0),"
-     "    response_status = $7::smallint, response_body = convert_to($8, 'UTF8'),"
-     "    last_sequence = last_sequence + 1, owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL"
-     "  WHERE id = $1 AND status = 'pending' AND ($15::text IS NULL OR owner_id = $15)"
-     "  RETURNING *"
-     "), event AS ("
-     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)"
-     "  SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.' || upd.status || '.v1',"
-     "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), $9,"
-     "         upd.updated_at"
-     "  FROM upd"
-     "), attempt AS (" FINISH_ATTEMPT("$1", "$10", "$11", "$12", "$13", "$14") ")"
-     " SELECT " CHARGE_COLUMNS " FROM upd c"},
-    // The loser of a Complete reads the charge again in a statement of its own: the losing statement's
-    // snapshot was taken before the winner committed, so it would still show `pending`.
-    {kReadByUuid, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.id = $1"},
-    // $1 charge, $2 expected status, $3 reason, $4 at (Unix microseconds), $5 traceparent. The stored first
-    // response goes: from now on a replay answers what the state calls for, as GET does.
-    {kFlagForReview,
-     "WITH upd AS ("
-     "  UPDATE charges SET status = 'needs_review', failure_reason = $3,"
-     "    updated_at = to_timestamp($4::bigint / 1000000.0), last_sequence = last_sequence + 1,"
-     "    response_status = NULL, response_body = NULL,"
-     "    owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL"
-     "  WHERE id = $1 AND status = $2::charge_status AND status NOT IN ('pending', 'needs_review')"
-     "  RETURNING *"
-     "), event AS ("
-     "  INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)"
-     "  SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.needs_review.v1',"
-     "         charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), NULLIF($5, ''),"
-     "         upd.updated_at"
-     "  FROM upd"
-     ") SELECT " CHARGE_COLUMNS " FROM upd c"},
-    {kRenewLease,
-     "UPDATE charges SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'"
-     " WHERE id = $1 AND owner_id = $2 AND status = 'pending' RETURNING 1"},
-    // A capture attempt with evidence not_sent provably never reached the acquirer; an unfinished one
-    // (evidence NULL: its process died, or its finish was never written) may have.
-    {kAttemptHistory,
-     "WITH sent AS ("
-     "  SELECT count(*) AS n, max(started_at) AS last_at FROM acquirer_attempts"
-     "  WHERE charge_id = $1 AND operation = 'capture' AND evidence IS DISTINCT FROM 'not_sent'"
-     ") SELECT sent.n, count(a.attempt_no), (extract(epoch FROM min(a.started_at)) * 1000000)::bigint"
-     " FROM sent LEFT JOIN acquirer_attempts a"
-     "   ON a.charge_id = $1 AND a.operation = 'lookup' AND a.outcome = 'not_found'"
-     "  AND (sent.last_at IS NULL OR a.started_at > sent.last_at)"
-     " GROUP BY sent.n"},
-    {kRelease,
-     "WITH rel AS ("
-     "  UPDATE charges SET owner_id = NULL, lease_expires_at = NULL"
-     "  WHERE id = $1 AND owner_id = $2 AND status = 'pending'"
-     "), attempt AS (" FINISH_ATTEMPT("$1", "$3", "$4", "$5", "$6", "$7") ")"
-     " SELECT 1"},
-    {kCountPending,
-     "SELECT count(*) FROM charges WHERE status = 'pending'"
-     " AND created_at < now() - $1::bigint * interval '1 millisecond'"},
+constexpr db::Statement kBegin{
+    "charge_begin",
+    R"sql(
+     WITH ins AS (
+       INSERT INTO charges (id, merchant_id, idempotency_key, request_fingerprint, order_id, amount, currency,
+                            payment_method, description, owner_id, lease_expires_at, last_sequence,
+                            attempt_count, traceparent)
+       VALUES (gen_random_uuid(), $1, $2, decode($3, 'hex'), $4, $5, $6, $7, $8, $9,
+               now() + $10::bigint * interval '1 millisecond', 1, 1, $11)
+       ON CONFLICT (merchant_id, idempotency_key) DO NOTHING
+       RETURNING *
+     ), event AS (
+       INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)
+       SELECT gen_random_uuid(), charge_public_id(ins.id), 'payments.charge.initiated.v1',
+              charge_event_payload(ROW(ins.*)::charges), 1, outbox_shard(ins.id), ins.traceparent, ins.created_at
+       FROM ins
+     ), attempt AS (
+       INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)
+       SELECT ins.id, 1, gen_random_uuid(), $12, $13, to_timestamp($14::bigint / 1000000.0) FROM ins
+       RETURNING request_id)sql"
+    ") SELECT " CHARGE_COLUMNS ", (SELECT request_id::text FROM attempt) FROM ins c"};
+
+constexpr db::Statement kReadByKey{
+    "charge_read_by_key",
+    "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.merchant_id = $1 AND c.idempotency_key = $2"};
+
+constexpr db::Statement kReadById{
+    "charge_read_by_id",
+    "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.merchant_id = $1 AND c.id = $2"};
+
+constexpr db::Statement kFirstRequestId{
+    "charge_first_request_id",
+    "SELECT request_id::text FROM acquirer_attempts WHERE charge_id = $1 AND attempt_no = 1"};
+
+constexpr db::Statement kTakeOver{
+    "charge_take_over",
+    R"sql(
+     UPDATE charges c SET owner_id = $2, lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+      WHERE c.id = $1 AND c.status = 'pending' AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now()))sql"
+    " RETURNING " CHARGE_COLUMNS};
+
+constexpr db::Statement kStartAttempt{
+    "charge_start_attempt",
+    R"sql(
+     WITH c AS (UPDATE charges SET attempt_count = attempt_count + 1 WHERE id = $1 RETURNING id, attempt_count)
+      INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)
+      SELECT c.id, c.attempt_count, $2, $3, $4, to_timestamp($5::bigint / 1000000.0) FROM c RETURNING attempt_no)sql"};
+
+constexpr db::Statement kFinishAttempt{
+    "charge_finish_attempt",
+    FINISH_ATTEMPT("$1", "$2", "$3", "$4", "$5", "$6")};
+
+constexpr db::Statement kComplete{
+    "charge_complete",
+    R"sql(
+     WITH upd AS (
+       UPDATE charges SET status = $2::charge_status, acquirer_capture_id = COALESCE($3, acquirer_capture_id),
+         decline_code = $4, failure_reason = $5, updated_at = to_timestamp($6::bigint / 1000000.0),
+         response_status = $7::smallint, response_body = convert_to($8, 'UTF8'),
+         last_sequence = last_sequence + 1, owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL
+       WHERE id = $1 AND status = 'pending' AND ($15::text IS NULL OR owner_id = $15)
+       RETURNING *
+     ), event AS (
+       INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)
+       SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.' || upd.status || '.v1',
+              charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), $9,
+              upd.updated_at
+       FROM upd)sql"
+    "), attempt AS (" FINISH_ATTEMPT("$1", "$10", "$11", "$12", "$13", "$14") ")"
+    " SELECT " CHARGE_COLUMNS " FROM upd c"};
+
+// The loser of a Complete reads the charge again in a statement of its own: the losing statement's
+// snapshot was taken before the winner committed, so it would still show `pending`.
+constexpr db::Statement kReadByUuid{
+    "charge_read_by_uuid",
+    "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.id = $1"};
+
+// $1 charge, $2 expected status, $3 reason, $4 at (Unix microseconds), $5 traceparent. The stored first
+// response goes: from now on a replay answers what the state calls for, as GET does.
+constexpr db::Statement kFlagForReview{
+    "charge_flag_for_review",
+    R"sql(
+     WITH upd AS (
+       UPDATE charges SET status = 'needs_review', failure_reason = $3,
+         updated_at = to_timestamp($4::bigint / 1000000.0), last_sequence = last_sequence + 1,
+         response_status = NULL, response_body = NULL,
+         owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL
+       WHERE id = $1 AND status = $2::charge_status AND status NOT IN ('pending', 'needs_review')
+       RETURNING *
+     ), event AS (
+       INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)
+       SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.needs_review.v1',
+              charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), NULLIF($5, ''),
+              upd.updated_at
+       FROM upd)sql"
+    ") SELECT " CHARGE_COLUMNS " FROM upd c"};
+
+constexpr db::Statement kRenewLease{
+    "charge_renew_lease",
+    R"sql(
+     UPDATE charges SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+      WHERE id = $1 AND owner_id = $2 AND status = 'pending' RETURNING 1)sql"};
+
+// A capture attempt with evidence not_sent provably never reached the acquirer; an unfinished one
+// (evidence NULL: its process died, or its finish was never written) may have.
+constexpr db::Statement kAttemptHistory{
+    "charge_attempt_history",
+    R"sql(
+     WITH sent AS (
+       SELECT count(*) AS n, max(started_at) AS last_at FROM acquirer_attempts
+       WHERE charge_id = $1 AND operation = 'capture' AND evidence IS DISTINCT FROM 'not_sent'
+     ) SELECT sent.n, count(a.attempt_no), (extract(epoch FROM min(a.started_at)) * 1000000)::bigint
+      FROM sent LEFT JOIN acquirer_attempts a
+        ON a.charge_id = $1 AND a.operation = 'lookup' AND a.outcome = 'not_found'
+       AND (sent.last_at IS NULL OR a.started_at > sent.last_at)
+      GROUP BY sent.n)sql"};
+
+constexpr db::Statement kRelease{
+    "charge_release",
+    R"sql(
+     WITH rel AS (
+       UPDATE charges SET owner_id = NULL, lease_expires_at = NULL
+       WHERE id = $1 AND owner_id = $2 AND status = 'pending')sql"
+    "), attempt AS (" FINISH_ATTEMPT("$1", "$3", "$4", "$5", "$6", "$7") ")"
+    " SELECT 1"};
+
+constexpr db::Statement kCountPending{
+    "charge_count_pending",
+    R"sql(
+     SELECT count(*) FROM charges WHERE status = 'pending'
+      AND created_at < now() - $1::bigint * interval '1 millisecond')sql"};
+
+constexpr db::Statement kStatements[] = {
+    kAuthenticate, kBegin, kReadByKey, kReadById, kFirstRequestId, kTakeOver, kStartAttempt, kFinishAttempt, kComplete,
+    kReadByUuid, kFlagForReview, kRenewLease, kAttemptHistory, kRelease, kCountPending
 };
 
 template <typename T, typename Job>
@@ -145,7 +175,7 @@ class PgChargeStore final : public ChargeStore {
     const auto hex = util::ToHex(hash.data(), hash.size());
     co_return co_await RunJob<std::optional<Merchant>>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kAuthenticate, hex);
+      const auto r = tx.exec_prepared(kAuthenticate.name, hex);
       return r.empty() ? std::nullopt : std::optional<Merchant>(Merchant{r[0][0].as<std::string>()});
     });
   }
@@ -157,12 +187,15 @@ class PgChargeStore final : public ChargeStore {
       try {
         // One statement in autocommit: atomic, and one round trip.
         pqxx::nontransaction tx(conn);
-        const auto r = tx.exec_prepared(kBegin, n.merchant_id, n.idempotency_key, fingerprint, n.order_id, n.amount,
-                                        n.currency, n.payment_method, Nullable(n.description), lease.owner_id,
+        const auto r = tx.exec_prepared(kBegin.name, n.merchant_id, n.idempotency_key, fingerprint, n.terms.order_id,
+                                        n.terms.amount, n.terms.currency, n.terms.payment_method,
+                                        Nullable(n.terms.description), lease.owner_id,
                                         static_cast<std::int64_t>(lease.duration.count()), n.traceparent,
                                         std::string(acquirer::ToString(first.operation)), first.actor,
                                         util::ToUnixMicros(first.started_at));
-        if (!r.empty()) return BeginResult{BeginOutcome::kCreated, ReadCharge(r[0]), 1, r[0][kChargeColumns].as<std::string>()};
+        if (!r.empty()) {
+          return BeginResult{BeginOutcome::kCreated, ReadCharge(r[0]), 1, r[0][kChargeColumns].as<std::string>()};
+        }
       } catch (const pqxx::broken_connection& e) {
         // The connection died with the statement sent: it may have committed. Never assume either way;
         // the caller calls Begin again with the same lease owner, which inserts or finds its own row.
@@ -171,7 +204,7 @@ class PgChargeStore final : public ChargeStore {
       // The key exists. ON CONFLICT waited for its inserter to commit, so the row is there to read.
       for (int tries = 0; tries < 3; ++tries) {
         pqxx::nontransaction tx(conn);
-        const auto existing = tx.exec_prepared(kReadByKey, n.merchant_id, n.idempotency_key);
+        const auto existing = tx.exec_prepared(kReadByKey.name, n.merchant_id, n.idempotency_key);
         if (existing.empty()) break;
         auto charge = ReadCharge(existing[0]);
         if (charge.fingerprint != n.fingerprint) return BeginResult{BeginOutcome::kFingerprintMismatch, charge, 0};
@@ -179,11 +212,11 @@ class PgChargeStore final : public ChargeStore {
         // Our own insert, whose outcome we did not learn (the connection died during it) and the caller
         // retried: owners are unique per request, so this is ours.
         if (charge.owner_id == lease.owner_id) {
-          const auto first_request = tx.exec_prepared1(kFirstRequestId, charge.id)[0].as<std::string>();
+          const auto first_request = tx.exec_prepared1(kFirstRequestId.name, charge.id)[0].as<std::string>();
           return BeginResult{BeginOutcome::kCreated, charge, 1, first_request};
         }
         if (charge.lease_remaining.count() > 0) return BeginResult{BeginOutcome::kInFlight, charge, 0};
-        const auto taken = tx.exec_prepared(kTakeOver, charge.id, lease.owner_id,
+        const auto taken = tx.exec_prepared(kTakeOver.name, charge.id, lease.owner_id,
                                             static_cast<std::int64_t>(lease.duration.count()));
         if (!taken.empty()) return BeginResult{BeginOutcome::kTakenOver, ReadCharge(taken[0]), 0};
         // Someone else took it over or resolved it between our read and our update: look again.
@@ -195,7 +228,7 @@ class PgChargeStore final : public ChargeStore {
   asio::awaitable<DbResult<int>> StartAttempt(const std::string& charge_id, const AttemptStart& a) override {
     co_return co_await RunJob<int>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      return tx.exec_prepared(kStartAttempt, charge_id, a.request_id, std::string(acquirer::ToString(a.operation)),
+      return tx.exec_prepared(kStartAttempt.name, charge_id, a.request_id, std::string(acquirer::ToString(a.operation)),
                               a.actor, util::ToUnixMicros(a.started_at))[0][0]
           .as<int>();
     });
@@ -205,7 +238,7 @@ class PgChargeStore final : public ChargeStore {
     const auto p = ToParams(a);
     co_return co_await RunJob<void>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      tx.exec_prepared(kFinishAttempt, charge_id, Nullable(p.attempt_no), Nullable(p.finished_at),
+      tx.exec_prepared(kFinishAttempt.name, charge_id, Nullable(p.attempt_no), Nullable(p.finished_at),
                        Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
     });
   }
@@ -226,13 +259,14 @@ class PgChargeStore final : public ChargeStore {
     }
     co_return co_await RunJob<CompleteResult>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(
-          kComplete, charge_id, std::string(ToString(t.to)), Nullable(t.acquirer_capture_id), Nullable(t.decline_code),
-          Nullable(t.failure_reason), util::ToUnixMicros(t.at), Nullable(response_status), Nullable(t.response_body),
-          t.traceparent, Nullable(p.attempt_no), Nullable(p.finished_at), Nullable(p.outcome), Nullable(p.evidence),
-          Nullable(p.http_status), Nullable(required_owner));
+      const auto r = tx.exec_prepared(kComplete.name, charge_id, std::string(ToString(t.to)),
+                                      Nullable(t.acquirer_capture_id), Nullable(t.decline_code),
+                                      Nullable(t.failure_reason), util::ToUnixMicros(t.at), Nullable(response_status),
+                                      Nullable(t.response_body), t.traceparent, Nullable(p.attempt_no),
+                                      Nullable(p.finished_at), Nullable(p.outcome), Nullable(p.evidence),
+                                      Nullable(p.http_status), Nullable(required_owner));
       if (!r.empty()) return CompleteResult{true, ReadCharge(r[0])};
-      const auto now = tx.exec_prepared(kReadByUuid, charge_id);
+      const auto now = tx.exec_prepared(kReadByUuid.name, charge_id);
       if (now.empty()) throw std::runtime_error("no charge " + charge_id + " to complete");
       return CompleteResult{false, ReadCharge(now[0])};
     });
@@ -244,7 +278,8 @@ class PgChargeStore final : public ChargeStore {
     const std::string status(ToString(expected));
     co_return co_await RunJob<std::optional<Charge>>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kFlagForReview, charge_id, status, reason, util::ToUnixMicros(at), traceparent);
+      const auto r =
+          tx.exec_prepared(kFlagForReview.name, charge_id, status, reason, util::ToUnixMicros(at), traceparent);
       return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
     });
   }
@@ -253,14 +288,14 @@ class PgChargeStore final : public ChargeStore {
                                              std::chrono::milliseconds lease) override {
     co_return co_await RunJob<bool>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      return !tx.exec_prepared(kRenewLease, charge_id, owner_id, static_cast<std::int64_t>(lease.count())).empty();
+      return !tx.exec_prepared(kRenewLease.name, charge_id, owner_id, static_cast<std::int64_t>(lease.count())).empty();
     });
   }
 
   asio::awaitable<DbResult<AttemptHistory>> ReadAttemptHistory(const std::string& charge_id) override {
     co_return co_await RunJob<AttemptHistory>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared1(kAttemptHistory, charge_id);
+      const auto r = tx.exec_prepared1(kAttemptHistory.name, charge_id);
       AttemptHistory history;
       history.capture_may_have_left = r[0].as<std::int64_t>() > 0;
       history.not_found_looks = static_cast<int>(r[1].as<std::int64_t>());
@@ -274,7 +309,7 @@ class PgChargeStore final : public ChargeStore {
     const auto p = ToParams(attempt);
     co_return co_await RunJob<void>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      tx.exec_prepared(kRelease, charge_id, owner_id, Nullable(p.attempt_no), Nullable(p.finished_at),
+      tx.exec_prepared(kRelease.name, charge_id, owner_id, Nullable(p.attempt_no), Nullable(p.finished_at),
                        Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
     });
   }
@@ -283,18 +318,19 @@ class PgChargeStore final : public ChargeStore {
   // references to the arguments just as these functions' own frame would.
   asio::awaitable<DbResult<std::optional<Charge>>> FindById(const std::string& merchant_id,
                                                             const std::string& charge_id) override {
-    return FindOne(kReadById, merchant_id, charge_id);
+    return FindOne(kReadById.name, merchant_id, charge_id);
   }
 
   asio::awaitable<DbResult<std::optional<Charge>>> FindByKey(const std::string& merchant_id,
                                                              const std::string& idempotency_key) override {
-    return FindOne(kReadByKey, merchant_id, idempotency_key);
+    return FindOne(kReadByKey.name, merchant_id, idempotency_key);
   }
 
   asio::awaitable<DbResult<std::int64_t>> CountPendingOlderThan(std::chrono::milliseconds older_than) override {
     co_return co_await RunJob<std::int64_t>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      return tx.exec_prepared(kCountPending, static_cast<std::int64_t>(older_than.count()))[0][0].as<std::int64_t>();
+      const auto r = tx.exec_prepared(kCountPending.name, static_cast<std::int64_t>(older_than.count()));
+      return r[0][0].as<std::int64_t>();
     });
   }
 

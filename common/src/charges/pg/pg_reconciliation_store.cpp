@@ -11,70 +11,75 @@ namespace {
 
 namespace asio = boost::asio;
 using db::DbResult;
-using sql::kChargeColumns;
-using sql::Nullable;
-using sql::ReadCharge;
 
-constexpr const char* kClaimDue = "reconciler_claim_due";
-constexpr const char* kReschedule = "reconciler_reschedule";
-constexpr const char* kReleaseAll = "reconciler_release_all";
-constexpr const char* kCapturedInWindow = "reconciler_captured_in_window";
-constexpr const char* kFindByIds = "reconciler_find_by_ids";
+// $1 grace (ms), $2 the cursor (created_at text), $3 limit, $4 owner, $5 lease (ms).
+// The row locks of FOR UPDATE SKIP LOCKED last only as long as this statement: they keep two
+// overlapping claims off the same rows, and the lease written here keeps them off afterwards (a row
+// whose lease a concurrent claim just committed fails the lease test when it is re-checked).
+// Ordered by created_at alone, so the partial index charges_pending_created returns rows in order and
+// the scan stops at the limit (no sort). The cursor is inclusive: charges sharing the cursor's
+// timestamp that this run already claimed, put off or resolved fail the other tests.
+constexpr db::Statement kClaimDue{
+    "reconciler_claim_due",
+    R"sql(
+     WITH due AS (
+       SELECT id FROM charges
+       WHERE status = 'pending'
+         AND created_at < now() - $1::bigint * interval '1 millisecond'
+         AND (next_check_at IS NULL OR next_check_at <= now())
+         AND (lease_expires_at IS NULL OR lease_expires_at <= now())
+         AND created_at >= $2::timestamptz
+       ORDER BY created_at
+       LIMIT $3
+       FOR UPDATE SKIP LOCKED
+     ), claimed AS (
+       UPDATE charges c SET owner_id = $4, lease_expires_at = now() + $5::bigint * interval '1 millisecond'
+       FROM due WHERE c.id = due.id
+       RETURNING c.*)sql"
+    ") SELECT " CHARGE_COLUMNS ", c.check_count, c.created_at::text"
+    " FROM claimed c ORDER BY c.created_at, c.id"};
 
-const std::pair<const char*, const char*> kStatements[] = {
-    // $1 grace (ms), $2 the cursor (created_at text), $3 limit, $4 owner, $5 lease (ms).
-    // The row locks of FOR UPDATE SKIP LOCKED last only as long as this statement: they keep two
-    // overlapping claims off the same rows, and the lease written here keeps them off afterwards (a row
-    // whose lease a concurrent claim just committed fails the lease test when it is re-checked).
-    // Ordered by created_at alone, so the partial index charges_pending_created returns rows in order and
-    // the scan stops at the limit (no sort). The cursor is inclusive: charges sharing the cursor's
-    // timestamp that this run already claimed, put off or resolved fail the other tests.
-    {kClaimDue,
-     "WITH due AS ("
-     "  SELECT id FROM charges"
-     "  WHERE status = 'pending'"
-     "    AND created_at < now() - $1::bigint * interval '1 millisecond'"
-     "    AND (next_check_at IS NULL OR next_check_at <= now())"
-     "    AND (lease_expires_at IS NULL OR lease_expires_at <= now())"
-     "    AND created_at >= $2::timestamptz"
-     "  ORDER BY created_at"
-     "  LIMIT $3"
-     "  FOR UPDATE SKIP LOCKED"
-     "), claimed AS ("
-     "  UPDATE charges c SET owner_id = $4, lease_expires_at = now() + $5::bigint * interval '1 millisecond'"
-     "  FROM due WHERE c.id = due.id"
-     "  RETURNING c.*"
-     ") SELECT " CHARGE_COLUMNS ", c.check_count, c.created_at::text"
-     " FROM claimed c ORDER BY c.created_at, c.id"},
-    // $1 charge, $2 owner, $3 delay (ms), $4.. the attempt to finish (all NULL: none).
-    {kReschedule,
-     "WITH upd AS ("
-     "  UPDATE charges SET next_check_at = now() + $3::bigint * interval '1 millisecond',"
-     "    check_count = check_count + 1, owner_id = NULL, lease_expires_at = NULL"
-     "  WHERE id = $1 AND owner_id = $2 AND status = 'pending'"
-     "  RETURNING id"
-     "), attempt AS (" FINISH_ATTEMPT("$1", "$4", "$5", "$6", "$7", "$8") ")"
-     " SELECT count(*) FROM upd"},
-    {kReleaseAll,
-     "WITH rel AS ("
-     "  UPDATE charges SET owner_id = NULL, lease_expires_at = NULL"
-     "  WHERE owner_id = $1 AND status = 'pending' RETURNING 1"
-     ") SELECT count(*) FROM rel"},
-    // $1 from, $2 to, $3 created after (Unix microseconds).
-    {kCapturedInWindow,
-     "SELECT " CHARGE_COLUMNS " FROM charges c"
-     " WHERE c.status = 'captured'"
-     "   AND c.created_at >= to_timestamp($3::bigint / 1000000.0)"
-     "   AND c.created_at < to_timestamp($2::bigint / 1000000.0)"
-     "   AND c.updated_at >= to_timestamp($1::bigint / 1000000.0)"
-     " ORDER BY c.created_at, c.id"},
-    {kFindByIds, "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.id = ANY($1::uuid[])"},
-};
+// $1 charge, $2 owner, $3 delay (ms), $4.. the attempt to finish (all NULL: none).
+constexpr db::Statement kReschedule{
+    "reconciler_reschedule",
+    R"sql(
+     WITH upd AS (
+       UPDATE charges SET next_check_at = now() + $3::bigint * interval '1 millisecond',
+         check_count = check_count + 1, owner_id = NULL, lease_expires_at = NULL
+       WHERE id = $1 AND owner_id = $2 AND status = 'pending'
+       RETURNING id)sql"
+    "), attempt AS (" FINISH_ATTEMPT("$1", "$4", "$5", "$6", "$7", "$8") ")"
+    " SELECT count(*) FROM upd"};
+
+constexpr db::Statement kReleaseAll{
+    "reconciler_release_all",
+    R"sql(
+     WITH rel AS (
+       UPDATE charges SET owner_id = NULL, lease_expires_at = NULL
+       WHERE owner_id = $1 AND status = 'pending' RETURNING 1
+     ) SELECT count(*) FROM rel)sql"};
+
+// $1 from, $2 to, $3 created after (Unix microseconds).
+constexpr db::Statement kCapturedInWindow{
+    "reconciler_captured_in_window",
+    "SELECT " CHARGE_COLUMNS " FROM charges c"
+    R"sql(
+      WHERE c.status = 'captured'
+        AND c.created_at >= to_timestamp($3::bigint / 1000000.0)
+        AND c.created_at < to_timestamp($2::bigint / 1000000.0)
+        AND c.updated_at >= to_timestamp($1::bigint / 1000000.0)
+      ORDER BY c.created_at, c.id)sql"};
+
+constexpr db::Statement kFindByIds{
+    "reconciler_find_by_ids",
+    "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.id = ANY($1::uuid[])"};
+
+constexpr db::Statement kStatements[] = {kClaimDue, kReschedule, kReleaseAll, kCapturedInWindow, kFindByIds};
 
 std::vector<Charge> ReadCharges(const pqxx::result& r) {
   std::vector<Charge> out;
   out.reserve(r.size());
-  for (const auto& row : r) out.push_back(ReadCharge(row));
+  for (const auto& row : r) out.push_back(sql::ReadCharge(row));
   return out;
 }
 
@@ -93,19 +98,19 @@ class PgReconciliationStore final : public ReconciliationStore {
     const std::string after = request.after ? request.after->created_at : "-infinity";
     co_return co_await RunJob<ClaimBatch>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kClaimDue, Millis(request.grace), after, request.limit, request.owner_id,
+      const auto r = tx.exec_prepared(kClaimDue.name, Millis(request.grace), after, request.limit, request.owner_id,
                                       Millis(request.lease));
       ClaimBatch batch;
       batch.charges.reserve(r.size());
       for (const auto& row : r) {
         ClaimedCharge claimed;
-        claimed.charge = ReadCharge(row);
-        claimed.check_count = row[kChargeColumns].as<int>();
+        claimed.charge = sql::ReadCharge(row);
+        claimed.check_count = row[sql::kChargeColumns].as<int>();
         batch.charges.push_back(std::move(claimed));
       }
       if (!r.empty()) {
         const auto& last = r[r.size() - 1];
-        batch.next = SweepCursor{last[kChargeColumns + 1].as<std::string>()};
+        batch.next = SweepCursor{last[sql::kChargeColumns + 1].as<std::string>()};
       }
       return batch;
     });
@@ -117,9 +122,10 @@ class PgReconciliationStore final : public ReconciliationStore {
     const auto p = sql::ToParams(attempt);
     co_return co_await RunJob<bool>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kReschedule, charge_id, owner_id, Millis(delay), Nullable(p.attempt_no),
-                                      Nullable(p.finished_at), Nullable(p.outcome), Nullable(p.evidence),
-                                      Nullable(p.http_status));
+      const auto r = tx.exec_prepared(kReschedule.name, charge_id, owner_id, Millis(delay),
+                                      sql::Nullable(p.attempt_no), sql::Nullable(p.finished_at),
+                                      sql::Nullable(p.outcome), sql::Nullable(p.evidence),
+                                      sql::Nullable(p.http_status));
       return r[0][0].as<std::int64_t>() > 0;
     });
   }
@@ -127,7 +133,7 @@ class PgReconciliationStore final : public ReconciliationStore {
   asio::awaitable<DbResult<int>> ReleaseAll(const std::string& owner_id) override {
     co_return co_await RunJob<int>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      return static_cast<int>(tx.exec_prepared(kReleaseAll, owner_id)[0][0].as<std::int64_t>());
+      return static_cast<int>(tx.exec_prepared(kReleaseAll.name, owner_id)[0][0].as<std::int64_t>());
     });
   }
 
@@ -135,7 +141,7 @@ class PgReconciliationStore final : public ReconciliationStore {
                                                                       Timestamp created_after) override {
     co_return co_await RunJob<std::vector<Charge>>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      return ReadCharges(tx.exec_prepared(kCapturedInWindow, util::ToUnixMicros(from), util::ToUnixMicros(to),
+      return ReadCharges(tx.exec_prepared(kCapturedInWindow.name, util::ToUnixMicros(from), util::ToUnixMicros(to),
                                           util::ToUnixMicros(created_after)));
     });
   }
@@ -150,7 +156,7 @@ class PgReconciliationStore final : public ReconciliationStore {
     array += '}';
     co_return co_await RunJob<std::vector<Charge>>(pool_, [&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
-      return ReadCharges(tx.exec_prepared(kFindByIds, array));
+      return ReadCharges(tx.exec_prepared(kFindByIds.name, array));
     });
   }
 

@@ -137,9 +137,10 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   std::deque<ChargeEvent> held_events;
   std::unordered_map<std::string, std::vector<Candidate>> held_by_charge;
   for (const auto& row : tx.exec_params(
-           "SELECT event_id::text, event_type, (extract(epoch FROM event_time) * 1000000)::bigint, charge_id,"
-           "       sequence, payload, (extract(epoch FROM clock_timestamp() - held_at) * 1000)::bigint, kafka_partition"
-           "  FROM inbox_held WHERE charge_id = ANY($1::text[]) ORDER BY charge_id, sequence",
+           R"sql(
+            SELECT event_id::text, event_type, (extract(epoch FROM event_time) * 1000000)::bigint, charge_id,
+                   sequence, payload, (extract(epoch FROM clock_timestamp() - held_at) * 1000)::bigint, kafka_partition
+              FROM inbox_held WHERE charge_id = ANY($1::text[]) ORDER BY charge_id, sequence)sql",
            id_array)) {
     held_events.push_back({.event_id = row[0].as<std::string>(),
                            .event_type = row[1].as<std::string>(),
@@ -203,10 +204,11 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
     copy.complete();
   } else if (!steps.empty()) {
     const auto r = tx.exec_params(
-        "INSERT INTO inbox (event_id, event_time, charge_id, sequence, event_type, gap_before)"
-        " SELECT u.id::uuid, 'epoch'::timestamptz + u.t * interval '1 microsecond', u.c, u.s, u.ty, NULLIF(u.g, 0)"
-        "   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::int[]) AS u(id, t, c, s, ty, g)"
-        " ON CONFLICT DO NOTHING RETURNING event_id::text",
+        R"sql(
+         INSERT INTO inbox (event_id, event_time, charge_id, sequence, event_type, gap_before)
+          SELECT u.id::uuid, 'epoch'::timestamptz + u.t * interval '1 microsecond', u.c, u.s, u.ty, NULLIF(u.g, 0)
+            FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::int[]) AS u(id, t, c, s, ty, g)
+          ON CONFLICT DO NOTHING RETURNING event_id::text)sql",
         db::TextArrayOf(steps, [](const Step& s) { return std::string_view(s.event->event_id); }),
         db::TextArrayOf(steps, [](const Step& s) { return static_cast<long long>(Micros(s.event->event_time)); }),
         db::TextArrayOf(steps, [](const Step& s) { return std::string_view(s.event->charge_id); }),
@@ -239,8 +241,10 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   // called, so that a charge taken as new wrongly (above) is found out before the handler sees its events.
   if (!moved_ids.empty()) {
     const auto r = tx.exec_params(
-        "UPDATE inbox_charges c SET last_sequence = u.s, updated_at = now()"
-        "  FROM unnest($1::text[], $2::int[], $3::int[]) AS u(id, s, b) WHERE c.charge_id = u.id AND c.last_sequence = u.b",
+        R"sql(
+         UPDATE inbox_charges c SET last_sequence = u.s, updated_at = now()
+           FROM unnest($1::text[], $2::int[], $3::int[]) AS u(id, s, b)
+          WHERE c.charge_id = u.id AND c.last_sequence = u.b)sql",
         TextArray(moved_ids), TextArray(moved_sequences), TextArray(moved_from));
     if (r.affected_rows() != moved_ids.size()) MovedUnderUs(moved_ids.size(), r.affected_rows());
   }
@@ -256,11 +260,12 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
 
   if (!hold.empty()) {
     const auto r = tx.exec_params(
-        "INSERT INTO inbox_held (event_id, event_time, charge_id, sequence, event_type, payload, kafka_partition)"
-        " SELECT u.id::uuid, 'epoch'::timestamptz + u.t * interval '1 microsecond', u.c, u.s, u.ty, u.p, u.k"
-        "   FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[])"
-        "     AS u(id, t, c, s, ty, p, k)"
-        " ON CONFLICT DO NOTHING",
+        R"sql(
+         INSERT INTO inbox_held (event_id, event_time, charge_id, sequence, event_type, payload, kafka_partition)
+          SELECT u.id::uuid, 'epoch'::timestamptz + u.t * interval '1 microsecond', u.c, u.s, u.ty, u.p, u.k
+            FROM unnest($1::text[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[])
+              AS u(id, t, c, s, ty, p, k)
+          ON CONFLICT DO NOTHING)sql",
         db::TextArrayOf(hold, [](const ChargeEvent* e) { return std::string_view(e->event_id); }),
         db::TextArrayOf(hold, [](const ChargeEvent* e) { return static_cast<long long>(Micros(e->event_time)); }),
         db::TextArrayOf(hold, [](const ChargeEvent* e) { return std::string_view(e->charge_id); }),
@@ -276,9 +281,11 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   }
   if (!gapped.empty()) {
     tx.exec_params(
-        "INSERT INTO inbox_gaps (charge_id, after_sequence, before_sequence, event_id)"
-        " SELECT u.c, u.s - u.g - 1, u.s, u.id::uuid FROM unnest($1::text[], $2::int[], $3::int[], $4::text[]) AS u(c, s, g, id)"
-        " ON CONFLICT DO NOTHING",
+        R"sql(
+         INSERT INTO inbox_gaps (charge_id, after_sequence, before_sequence, event_id)
+          SELECT u.c, u.s - u.g - 1, u.s, u.id::uuid
+            FROM unnest($1::text[], $2::int[], $3::int[], $4::text[]) AS u(c, s, g, id)
+          ON CONFLICT DO NOTHING)sql",
         db::TextArrayOf(gapped, [](const Step* s) { return std::string_view(s->event->charge_id); }),
         db::TextArrayOf(gapped, [](const Step* s) { return static_cast<long long>(s->event->sequence); }),
         db::TextArrayOf(gapped, [](const Step* s) { return static_cast<long long>(s->gap_before); }),
@@ -325,9 +332,10 @@ db::DbResult<BatchOutcome> PgInbox::ApplyOnce(const std::vector<ChargeEvent>& ev
     outcome.expired = expired;
     if (!rejected.empty()) {
       const auto r = tx.exec_params(
-          "INSERT INTO inbox_rejected (topic, kafka_partition, kafka_offset, reason, message_key, value)"
-          " SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[])"
-          " ON CONFLICT DO NOTHING",
+          R"sql(
+           INSERT INTO inbox_rejected (topic, kafka_partition, kafka_offset, reason, message_key, value)
+            SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[])
+            ON CONFLICT DO NOTHING)sql",
           db::TextArrayOf(rejected, [](const RejectedMessage& m) { return std::string_view(m.topic); }),
           db::TextArrayOf(rejected, [](const RejectedMessage& m) { return static_cast<long long>(m.partition); }),
           db::TextArrayOf(rejected, [](const RejectedMessage& m) { return static_cast<long long>(m.offset); }),
@@ -348,8 +356,9 @@ db::DbResult<BatchOutcome> PgInbox::ReleaseDue(EventHandler& handler, const GapO
     std::vector<std::string> due;
     std::vector<int> partitions;
     for (const auto& row : tx.exec_params(
-             "SELECT DISTINCT charge_id, kafka_partition FROM inbox_held"
-             " WHERE held_at <= clock_timestamp() - $1::bigint * interval '1 millisecond' LIMIT $2",
+             R"sql(
+              SELECT DISTINCT charge_id, kafka_partition FROM inbox_held
+               WHERE held_at <= clock_timestamp() - $1::bigint * interval '1 millisecond' LIMIT $2)sql",
              static_cast<std::int64_t>(gaps.wait.count()), limit)) {
       due.push_back(row[0].as<std::string>());
       partitions.push_back(row[1].as<int>());
@@ -388,8 +397,9 @@ db::DbResult<RetentionReport> PgInbox::RunRetention(const InboxRetention& policy
     }
     pqxx::work tx(conn);
     tx.exec_params(
-        "DELETE FROM inbox_default"
-        " WHERE event_time < ((now() AT TIME ZONE 'UTC')::date - $1::int)::timestamp AT TIME ZONE 'UTC'",
+        R"sql(
+         DELETE FROM inbox_default
+          WHERE event_time < ((now() AT TIME ZONE 'UTC')::date - $1::int)::timestamp AT TIME ZONE 'UTC')sql",
         policy.retention_days);
     report.progress_forgotten = static_cast<std::int64_t>(
         tx.exec_params("DELETE FROM inbox_charges WHERE updated_at < now() - $1::int * interval '1 day'",

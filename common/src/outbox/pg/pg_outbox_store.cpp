@@ -16,6 +16,7 @@
 #include "db/call_deadline.hpp"
 #include "db/day_partitions.hpp"
 #include "db/db_errors.hpp"
+#include "db/statement.hpp"
 
 namespace charge_outbox::outbox {
 namespace {
@@ -31,61 +32,70 @@ constexpr int kWaitLockSpace = 0x0B0C0004;
 
 constexpr const char* kNotifyChannel = "outbox_inserted";
 
-constexpr const char* kClaim = "outbox_claim";
-constexpr const char* kMark = "outbox_mark";
-constexpr const char* kPark = "outbox_park";
-constexpr const char* kMembers = "outbox_members";
-constexpr const char* kLockShards = "outbox_lock_shards";
-constexpr const char* kUnlockShards = "outbox_unlock_shards";
+// The member's window: its oldest $4 unpublished events, in position order, from its shards. Shards
+// are owned in contiguous ranges, so BETWEEN is tested on the index entry and other members' rows
+// cost no heap visit; $3 lists the shards only while a rebalance leaves holes in the range (empty
+// otherwise: ANY walks the whole array for every row). A charge with a
+// parked event is left out entirely (its later events wait behind it), and so is the parked event:
+// however many are parked, they never fill the window. The relay numbers each charge's events in the
+// window (the waves); no lookup per row is needed because, within a charge, position order is
+// sequence order (event N is committed before N+1 is inserted, and position is drawn at insert), and
+// every event of a charge is in one shard: an unpublished predecessor of any row in the window is
+// earlier in the same window (docs, "The claim query"). Nothing committed can be created in the
+// future, so the partitions made ahead are skipped. ce_time is formatted by the relay from the epoch
+// microseconds: to_char costs about 1 µs a row. producer (0009) makes ce_source.
+constexpr db::Statement kClaim{
+    "outbox_claim",
+    R"sql(
+     SELECT o.id::text, o.aggregateid, o.type, o.payload::text, o.sequence, o.shard, o.position,
+            COALESCE(o.traceparent, ''), (extract(epoch FROM o.created_at) * 1000000)::bigint,
+            COALESCE(o.producer, '')
+      FROM outbox o
+      WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint
+        AND (cardinality($3::int[]) = 0 OR o.shard::int = ANY($3::int[])) AND o.parked_at IS NULL
+        AND o.aggregateid NOT IN (SELECT p.aggregateid FROM outbox p
+                                  WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL)
+        AND o.created_at < now() + interval '1 hour'
+      ORDER BY o.position LIMIT $4)sql"};
 
-const std::pair<const char*, const char*> kRelayStatements[] = {
-    // The member's window: its oldest $4 unpublished events, in position order, from its shards. Shards
-    // are owned in contiguous ranges, so BETWEEN is tested on the index entry and other members' rows
-    // cost no heap visit; $3 lists the shards only while a rebalance leaves holes in the range (empty
-    // otherwise: ANY walks the whole array for every row). A charge with a
-    // parked event is left out entirely (its later events wait behind it), and so is the parked event:
-    // however many are parked, they never fill the window. The relay numbers each charge's events in the
-    // window (the waves); no lookup per row is needed because, within a charge, position order is
-    // sequence order (event N is committed before N+1 is inserted, and position is drawn at insert), and
-    // every event of a charge is in one shard: an unpublished predecessor of any row in the window is
-    // earlier in the same window (docs, "The claim query"). Nothing committed can be created in the
-    // future, so the partitions made ahead are skipped. ce_time is formatted by the relay from the epoch
-    // microseconds: to_char costs about 1 µs a row. producer (0009) makes ce_source.
-    {kClaim,
-     "SELECT o.id::text, o.aggregateid, o.type, o.payload::text, o.sequence, o.shard, o.position,"
-     "       COALESCE(o.traceparent, ''), (extract(epoch FROM o.created_at) * 1000000)::bigint,"
-     "       COALESCE(o.producer, '')"
-     " FROM outbox o"
-     " WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint"
-     "   AND (cardinality($3::int[]) = 0 OR o.shard::int = ANY($3::int[])) AND o.parked_at IS NULL"
-     "   AND o.aggregateid NOT IN (SELECT p.aggregateid FROM outbox p"
-     "                             WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL)"
-     "   AND o.created_at < now() + interval '1 hour'"
-     " ORDER BY o.position LIMIT $4"},
-    // Found through outbox_unpublished_in_order, in the order the claim read them. position identifies
-    // the row: outbox_position_seq draws it at insert and nothing else ever writes it. (An id test in the
-    // same statement would make the generic plan look the rows up through outbox_unpublished_id instead:
-    // random probes, four times slower.) The created_at range, a second wider than the events' since the
-    // bounds travel as floating-point seconds, lets PostgreSQL skip the partitions that cannot hold them.
-    // The new row version takes no index entry: every outbox index is over unpublished rows only.
-    {kMark,
-     "UPDATE outbox SET published_at = now()"
-     " WHERE position = ANY($1::bigint[]) AND published_at IS NULL"
-     "   AND created_at BETWEEN to_timestamp($2::float8 / 1000000) - interval '1 second'"
-     "                      AND to_timestamp($3::float8 / 1000000) + interval '1 second'"},
-    {kPark,
-     "UPDATE outbox SET parked_at = now(), park_error = $3"
-     " WHERE position = $1 AND id = $2::uuid AND published_at IS NULL"},
-    // Members are the sessions holding a member lock on this database: a session that dies leaves at once.
-    {kMembers,
-     "SELECT objid::bigint FROM pg_locks"
-     " WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::bigint::oid"
-     "   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-     " ORDER BY objid"},
-    {kLockShards, "SELECT s FROM unnest($1::int[]) AS s WHERE pg_try_advisory_lock($2::int, s)"},
-    {kUnlockShards, "SELECT count(*) FILTER (WHERE pg_advisory_unlock($2::int, s)) FROM unnest($1::int[]) AS s"},
-};
+// Found through outbox_unpublished_in_order, in the order the claim read them. position identifies
+// the row: outbox_position_seq draws it at insert and nothing else ever writes it. (An id test in the
+// same statement would make the generic plan look the rows up through outbox_unpublished_id instead:
+// random probes, four times slower.) The created_at range, a second wider than the events' since the
+// bounds travel as floating-point seconds, lets PostgreSQL skip the partitions that cannot hold them.
+// The new row version takes no index entry: every outbox index is over unpublished rows only.
+constexpr db::Statement kMark{
+    "outbox_mark",
+    R"sql(
+     UPDATE outbox SET published_at = now()
+      WHERE position = ANY($1::bigint[]) AND published_at IS NULL
+        AND created_at BETWEEN to_timestamp($2::float8 / 1000000) - interval '1 second'
+                           AND to_timestamp($3::float8 / 1000000) + interval '1 second')sql"};
 
+constexpr db::Statement kPark{
+    "outbox_park",
+    R"sql(
+     UPDATE outbox SET parked_at = now(), park_error = $3
+      WHERE position = $1 AND id = $2::uuid AND published_at IS NULL)sql"};
+
+// Members are the sessions holding a member lock on this database: a session that dies leaves at once.
+constexpr db::Statement kMembers{
+    "outbox_members",
+    R"sql(
+     SELECT objid::bigint FROM pg_locks
+      WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::bigint::oid
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      ORDER BY objid)sql"};
+
+constexpr db::Statement kLockShards{
+    "outbox_lock_shards",
+    "SELECT s FROM unnest($1::int[]) AS s WHERE pg_try_advisory_lock($2::int, s)"};
+
+constexpr db::Statement kUnlockShards{
+    "outbox_unlock_shards",
+    "SELECT count(*) FILTER (WHERE pg_advisory_unlock($2::int, s)) FROM unnest($1::int[]) AS s"};
+
+constexpr db::Statement kRelayStatements[] = {kClaim, kMark, kPark, kMembers, kLockShards, kUnlockShards};
 
 std::string IntArray(const std::vector<int>& values) {
   std::string out = "{";
@@ -213,7 +223,9 @@ class PgRelaySession final : public RelaySession {
     return Guarded<ShardAssignment>([&] {
       pqxx::nontransaction tx(*conn_);
       std::vector<std::int64_t> members;
-      for (const auto& row : tx.exec_prepared(kMembers, kMemberLockSpace)) members.push_back(row[0].as<std::int64_t>());
+      for (const auto& row : tx.exec_prepared(kMembers.name, kMemberLockSpace)) {
+        members.push_back(row[0].as<std::int64_t>());
+      }
       ShardAssignment a;
       a.members = static_cast<int>(members.size());
       const auto me = std::find(members.begin(), members.end(), member_id_);
@@ -233,11 +245,11 @@ class PgRelaySession final : public RelaySession {
         if (!mine && held_.contains(s)) release.push_back(s);
       }
       if (!release.empty()) {
-        tx.exec_prepared(kUnlockShards, IntArray(release), kShardLockSpace);
+        tx.exec_prepared(kUnlockShards.name, IntArray(release), kShardLockSpace);
         for (int s : release) held_.erase(s);
       }
       if (!wanted.empty()) {
-        for (int s : ReadInts(tx.exec_prepared(kLockShards, IntArray(wanted), kShardLockSpace))) held_.insert(s);
+        for (int s : ReadInts(tx.exec_prepared(kLockShards.name, IntArray(wanted), kShardLockSpace))) held_.insert(s);
       }
       a.owned.assign(held_.begin(), held_.end());
       return a;
@@ -253,7 +265,7 @@ class PgRelaySession final : public RelaySession {
       owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
       const bool whole_range = std::ssize(owned) == owned.back() - owned.front() + 1;
       const auto r =
-          tx.exec_prepared(kClaim, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned), limit);
+          tx.exec_prepared(kClaim.name, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned), limit);
       std::vector<OutboxEvent> out;
       out.reserve(r.size());
       // Each charge's events in the window, counted as they come in position order: the k-th is wave k.
@@ -297,7 +309,7 @@ class PgRelaySession final : public RelaySession {
       }
       positions += '}';
       pqxx::work tx(*conn_);
-      const auto r = tx.exec_prepared(kMark, positions, oldest, newest);
+      const auto r = tx.exec_prepared(kMark.name, positions, oldest, newest);
       tx.commit();
       return static_cast<std::int64_t>(r.affected_rows());
     });
@@ -306,7 +318,7 @@ class PgRelaySession final : public RelaySession {
   DbResult<void> Park(const OutboxEvent& event, const std::string& error) override {
     auto parked = Guarded<bool>([&] {
       pqxx::nontransaction tx(*conn_);
-      tx.exec_prepared(kPark, event.position, event.id, error);
+      tx.exec_prepared(kPark.name, event.position, event.id, error);
       return true;
     });
     if (!parked) return parked.error();
@@ -321,7 +333,7 @@ class PgRelaySession final : public RelaySession {
     if (wanted.empty()) return Arming{};
     return Guarded<Arming>([&] {
       pqxx::nontransaction tx(*conn_);
-      const auto got = ReadInts(tx.exec_prepared(kLockShards, IntArray(wanted), kWaitLockSpace));
+      const auto got = ReadInts(tx.exec_prepared(kLockShards.name, IntArray(wanted), kWaitLockSpace));
       armed_.insert(got.begin(), got.end());
       return Arming{.newly_armed = static_cast<int>(got.size()),
                     .pending = static_cast<int>(wanted.size() - got.size())};
@@ -332,7 +344,7 @@ class PgRelaySession final : public RelaySession {
     if (armed_.empty()) return {};
     auto done = Guarded<bool>([&] {
       pqxx::nontransaction tx(*conn_);
-      tx.exec_prepared(kUnlockShards, IntArray({armed_.begin(), armed_.end()}), kWaitLockSpace);
+      tx.exec_prepared(kUnlockShards.name, IntArray({armed_.begin(), armed_.end()}), kWaitLockSpace);
       armed_.clear();
       return true;
     });
@@ -344,7 +356,8 @@ class PgRelaySession final : public RelaySession {
     return Guarded<bool>(timeout, [&] {
       conn_->get_notifs();
       if (!notified_ && timeout.count() > 0) {
-        conn_->await_notification(static_cast<long>(timeout.count() / 1000), static_cast<long>(timeout.count() % 1000) * 1000);
+        conn_->await_notification(static_cast<long>(timeout.count() / 1000),
+                                  static_cast<long>(timeout.count() % 1000) * 1000);
       }
       const bool woke = notified_;
       notified_ = false;
@@ -386,7 +399,6 @@ class PgRelaySession final : public RelaySession {
     }
   }
 
-
   Endpoint endpoint_;
   db::CallDeadlines deadlines_;
   std::unique_ptr<pqxx::connection> conn_;
@@ -407,9 +419,10 @@ class PgOutboxAdmin final : public OutboxAdmin {
     return Run<BacklogStats>([](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
       const auto row = tx.exec1(
-          "SELECT count(*), count(*) FILTER (WHERE parked_at IS NOT NULL),"
-          "       COALESCE(extract(epoch FROM clock_timestamp() - min(created_at)), 0)::float8"
-          " FROM outbox WHERE published_at IS NULL");
+          R"sql(
+           SELECT count(*), count(*) FILTER (WHERE parked_at IS NOT NULL),
+                  COALESCE(extract(epoch FROM clock_timestamp() - min(created_at)), 0)::float8
+            FROM outbox WHERE published_at IS NULL)sql");
       return BacklogStats{.unpublished = row[0].as<std::int64_t>(),
                           .parked = row[1].as<std::int64_t>(),
                           .oldest_age_seconds = std::max(0.0, row[2].as<double>())};
@@ -457,8 +470,9 @@ class PgOutboxAdmin final : public OutboxAdmin {
       {
         pqxx::work tx(conn);
         const auto r = tx.exec_params(
-            "DELETE FROM outbox_default WHERE published_at IS NOT NULL"
-            "  AND created_at < ((now() AT TIME ZONE 'UTC')::date - $1::int)::timestamp AT TIME ZONE 'UTC'",
+            R"sql(
+             DELETE FROM outbox_default WHERE published_at IS NOT NULL
+               AND created_at < ((now() AT TIME ZONE 'UTC')::date - $1::int)::timestamp AT TIME ZONE 'UTC')sql",
             policy.retention_days);
         tx.commit();
         report.default_rows_deleted = static_cast<std::int64_t>(r.affected_rows());
@@ -471,10 +485,11 @@ class PgOutboxAdmin final : public OutboxAdmin {
     return Run<std::vector<ParkedEvent>>([&](pqxx::connection& conn) {
       pqxx::nontransaction tx(conn);
       const auto r = tx.exec_params(
-          "SELECT id::text, aggregateid, type, sequence, rfc3339(created_at), rfc3339(parked_at),"
-          "       COALESCE(park_error, ''), octet_length(payload::text)"
-          " FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL"
-          " ORDER BY created_at, position LIMIT $1",
+          R"sql(
+           SELECT id::text, aggregateid, type, sequence, rfc3339(created_at), rfc3339(parked_at),
+                  COALESCE(park_error, ''), octet_length(payload::text)
+            FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL
+            ORDER BY created_at, position LIMIT $1)sql",
           limit);
       std::vector<ParkedEvent> out;
       for (const auto& row : r) {
