@@ -26,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "latest_consumer.hpp"
+
 namespace {
 
 using Clock = std::chrono::system_clock;
@@ -72,41 +74,12 @@ int main(int argc, char** argv) {
   const auto total = static_cast<std::int64_t>(rate * (seconds + warmup));
 
   // The consumer first: it must own every partition before the first event is written.
-  char err[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  const std::string group = "latency-" + std::to_string(NowMicros());
-  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{{"bootstrap.servers", bootstrap},
-                                                                               {"group.id", group},
-                                                                               {"auto.offset.reset", "latest"},
-                                                                               {"enable.auto.commit", "false"},
-                                                                               {"fetch.wait.max.ms", "5"}}) {
-    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-      std::cerr << k << ": " << err << "\n";
-      return 2;
-    }
-  }
-  rd_kafka_t* consumer = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
-  if (consumer == nullptr) {
-    std::cerr << err << "\n";
+  rd_kafka_t* consumer = nullptr;
+  try {
+    consumer = charge_outbox::bench::LatestConsumer(bootstrap, topic, "latency-" + std::to_string(NowMicros()));
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
     return 2;
-  }
-  rd_kafka_poll_set_consumer(consumer);
-  auto* subscription = rd_kafka_topic_partition_list_new(1);
-  rd_kafka_topic_partition_list_add(subscription, topic.c_str(), RD_KAFKA_PARTITION_UA);
-  rd_kafka_subscribe(consumer, subscription);
-  rd_kafka_topic_partition_list_destroy(subscription);
-  const auto join_deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
-  while (std::chrono::steady_clock::now() < join_deadline) {
-    if (rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer, 100)) rd_kafka_message_destroy(m);
-    rd_kafka_topic_partition_list_t* assigned = nullptr;
-    rd_kafka_assignment(consumer, &assigned);
-    const bool ready = assigned != nullptr && assigned->cnt > 0;
-    if (assigned != nullptr) rd_kafka_topic_partition_list_destroy(assigned);
-    if (ready) break;
-  }
-  // A few polls more so that the fetchers have positioned themselves at the end.
-  for (int i = 0; i < 10; ++i) {
-    if (rd_kafka_message_t* m = rd_kafka_consumer_poll(consumer, 100)) rd_kafka_message_destroy(m);
   }
 
   const auto start_us = NowMicros() + 200'000;
