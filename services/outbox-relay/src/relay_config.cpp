@@ -86,9 +86,11 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   // Up to this many events of one charge per batch, each produced once the previous one is persisted.
   c.loop.waves = static_cast<int>(r.Integer("relay.waves", 4, 1, 16));
   c.loop.poll_interval = r.Duration("relay.poll_interval", seconds{1}, milliseconds{10}, std::chrono::minutes{10});
-  // Latency traded for write-path cost: see docs/outbox-relay.md, "Latency".
-  c.loop.wake_delay = r.Duration("relay.wake_delay", milliseconds{5}, milliseconds{0}, seconds{1});
-  c.loop.idle_grace = r.Duration("relay.idle_grace", milliseconds{50}, milliseconds{0}, seconds{10});
+  // Latency traded for the database's work per event: docs/outbox-relay.md, "Linger". It replaces the
+  // wake delay (after a notification) and the idle grace (now kAwakePolls lingers) of earlier releases.
+  r.Renamed("relay.wake_delay", "relay.linger");
+  r.Renamed("relay.idle_grace", "relay.linger");
+  c.loop.linger = r.Duration("relay.linger", milliseconds{5}, milliseconds{0}, seconds{1});
   c.loop.rebalance_interval =
       r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});
   r.Renamed("relay.retry_backoff", "relay.backoff.base");

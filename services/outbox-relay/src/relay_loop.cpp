@@ -20,8 +20,12 @@ using std::chrono::milliseconds;
 
 // How soon to try again to arm a shard whose writer was still committing.
 constexpr milliseconds kArmRetry{2};
-// The shortest pause between two empty claims within relay.idle_grace.
-constexpr milliseconds kGracePoll{2};
+// Between events the loop stays awake for this many empty claims, each relay.linger apart (at least
+// kShortestPoll), before it arms its wake-ups and sleeps: an awake relay costs one empty claim per poll,
+// a sleeping one makes the next writer NOTIFY (which serialises its commit) and takes several round trips
+// to wake. Under a flow of more than one event per ten polls it never sleeps, so writers never notify.
+constexpr int kAwakePolls = 10;
+constexpr milliseconds kShortestPoll{2};
 
 }  // namespace
 
@@ -172,7 +176,10 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
   if (!EnsureTopic(stop)) return kExitFatalProducer;
   std::vector<int> owned;
   auto next_rebalance = Clock::now();
-  auto last_work = Clock::time_point{};  // when a claim last found events
+  const auto empty_poll = std::max(options_.linger, kShortestPoll);
+  const auto awake_after_work = kAwakePolls * empty_poll;
+  auto last_work = Clock::time_point{};   // when a claim last found events
+  auto next_claim = Clock::time_point{};  // no claim starts before this (relay.linger)
   // Alone in its process, the loop waits the backoff's ceiling itself (retry/backoff.hpp says why).
   const retry::Backoff backoff(options_.backoff);
   int failures = 0;  // since the last success
@@ -220,16 +227,23 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       ready_ = true;
     }
 
+    // Lingering lets the events committed meanwhile join one claim, one mark and one produce: under a
+    // steady flow the database's work follows the events instead of the polls.
+    if (const auto now = Clock::now(); now < next_claim) {
+      SleepUnless(stop, std::chrono::ceil<milliseconds>(next_claim - now));
+      if (stop.load()) break;
+    }
+    const auto claimed_at = Clock::now();
     auto batch = session_.Claim(owned, options_.batch_size, options_.waves);
     if (!batch) {
       failed("claiming events", batch.error());
       continue;
     }
     if (batch->empty()) {
-      if (Clock::now() - last_work < options_.idle_grace) {
+      if (claimed_at - last_work < awake_after_work) {
         // Events came a moment ago and more are likely: look again shortly instead of arming, since an
         // armed relay makes the next writer NOTIFY, and every NOTIFY serialises a commit.
-        SleepUnless(stop, std::max(options_.wake_delay, kGracePoll));
+        next_claim = claimed_at + empty_poll;
         continue;
       }
       // Idle. Arm the wake-up first (writers of our shards then NOTIFY; migration 0004), and when that
@@ -249,18 +263,20 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       auto waited = session_.WaitForInsert(wait);
       if (!waited) {
         failed("waiting for notifications", waited.error());
-      } else if (*waited && options_.wake_delay.count() > 0) {
-        // Woken by a writer: silence the other writers first (each NOTIFY serialises a commit), then let a
-        // few more events gather, so that a steady trickle makes fewer, fuller batches and fewer NOTIFYs.
+      } else if (*waited) {
+        // Woken by a writer: silence the other writers first (each NOTIFY serialises a commit), then let
+        // the events behind it gather for relay.linger.
         if (auto disarmed = session_.DisarmWakeups(); !disarmed) {
           failed("disarming wake-ups", disarmed.error());
           continue;
         }
-        SleepUnless(stop, options_.wake_delay);
+        next_claim = Clock::now() + options_.linger;
       }
       continue;
     }
-    last_work = Clock::now();
+    last_work = claimed_at;
+    // A full batch means a backlog: the next claim follows at once.
+    next_claim = std::ssize(*batch) >= options_.batch_size ? claimed_at : claimed_at + options_.linger;
     // Busy: writers need not notify until we sleep again.
     if (auto disarmed = session_.DisarmWakeups(); !disarmed) {
       failed("disarming wake-ups", disarmed.error());

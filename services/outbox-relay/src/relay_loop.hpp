@@ -26,10 +26,10 @@ struct RelayLoopOptions {
   int batch_size = 1000;
   int waves = 1;  // events of one charge per batch (see outbox::RelaySession::Claim)
   std::chrono::milliseconds poll_interval{1000};
-  std::chrono::milliseconds wake_delay{0};  // after a notification, before claiming
-  // After the last batch, how long empty claims are repeated (every wake_delay, at least 2 ms) before the
-  // loop arms its wake-ups and sleeps: under a steady flow it stays awake and writers never notify.
-  std::chrono::milliseconds idle_grace{0};
+  // The latency traded for cost (docs/outbox-relay.md, "Linger"): the longest a committed event waits for
+  // others to join its batch. Claims that find events, or follow a notification, start at least this long
+  // after the previous one (a full batch excepted: a backlog is drained back to back).
+  std::chrono::milliseconds linger{0};
   std::chrono::milliseconds rebalance_interval{1000};
   // After a failure (database, topic creation, a batch to send again): 200 ms doubling up to 5 s, unjittered.
   retry::BackoffOptions backoff{std::chrono::milliseconds{200}, std::chrono::milliseconds{5000}};

@@ -1,7 +1,8 @@
 // outbox-relay as it runs: the real binary against a real PostgreSQL and Kafka, read back with a real
-// consumer. Headers, the NOTIFY and polling paths, a crash between publishing and marking, three relays
-// sharing 10,000 charges' events written concurrently (and one of them killed mid-run), poison events
-// with the parked commands, retention as a subcommand, and graceful SIGTERM.
+// consumer. Headers, the NOTIFY and polling paths, relay.linger (a trickle batched, a backlog back to
+// back), a crash between publishing and marking, three relays sharing 10,000 charges' events written
+// concurrently (and one of them killed mid-run), poison events with the parked commands, retention as a
+// subcommand, and graceful SIGTERM.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -125,6 +126,45 @@ TEST_F(OutboxRelayE2E, TheInsertNotificationDeliversWithin100msAtIdle) {
   EXPECT_LT(latencies_ms[2], 100.0) << "median commit -> published";
   EXPECT_LT(latencies_ms.back(), 1000.0) << "a poll (60s) cannot have found it";
   EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), written, 30s), written), IsEmpty());
+}
+
+// relay.linger: under a steady trickle, the events committed within one linger share a claim, a mark and
+// a produce, instead of a batch each; none waits much longer than the linger.
+TEST_F(OutboxRelayE2E, ASteadyTrickleIsPublishedInBatchesOneLingerApart) {
+  auto relay = fixture_->StartRelay({{"RELAY_LINGER", "250ms"}});
+  HttpTestClient client(relay->admin_port());
+  ASSERT_TRUE(Eventually([&] { return client.Get("/readyz").status() == 200; }, 20s)) << relay->Output();
+  const auto warm_up = WriteEvent(db().url(), NewUuid(), 1);
+  ASSERT_TRUE(AllPublished(20s));
+  const auto batches_before = MetricValue(relay->admin_port(), "outbox_batch_events_count");
+  ASSERT_TRUE(batches_before.has_value());
+
+  std::vector<WrittenEvent> written;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 60; ++i) {  // one event every 25 ms for 1.5 s: ten in each linger
+    std::this_thread::sleep_until(start + i * 25ms);
+    written.push_back(WriteEvent(db().url(), NewUuid(), 1));
+  }
+  ASSERT_TRUE(AllPublished(20s));
+  const auto batches = *MetricValue(relay->admin_port(), "outbox_batch_events_count") - *batches_before;
+  // About 1.5 s / 250 ms; without the linger every event would have been a batch of its own.
+  EXPECT_LE(batches, 20.0);
+  EXPECT_GE(batches, 2.0);
+  const auto slowest_ms = std::stod(db().Scalar(
+      "SELECT max(extract(epoch FROM published_at - created_at) * 1000) FROM outbox WHERE id <> '" + warm_up.id + "'"));
+  EXPECT_LT(slowest_ms, 1500.0) << "an event waited far longer than relay.linger";
+  EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), written, 30s), written), IsEmpty());
+}
+
+// A full batch means a backlog: the next claim follows at once, whatever the linger.
+TEST_F(OutboxRelayE2E, ABacklogIsDrainedBackToBackWhateverTheLinger) {
+  const auto written = WriteChargeEvents(db().url(), 1500, 4);  // over 3,000 events: 31 batches of 100
+  auto relay = fixture_->StartRelay({{"RELAY_LINGER", "1s"}, {"RELAY_BATCH_SIZE", "100"}});
+  HttpTestClient client(relay->admin_port());
+  ASSERT_TRUE(Eventually([&] { return client.Get("/readyz").status() == 200; }, 20s)) << relay->Output();
+  // Lingering between full batches would take over 30 s.
+  EXPECT_TRUE(AllPublished(15s)) << Unpublished(db()) << " left";
+  EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), written, 60s), written), IsEmpty());
 }
 
 TEST_F(OutboxRelayE2E, PollingFindsEventsWhenNoNotificationComes) {

@@ -237,6 +237,25 @@ RelayConfig LoadWith(const std::string& yaml, std::map<std::string, std::string>
   return LoadConfig(reader, true);
 }
 
+// A configuration the relay refuses: `key` is named, and the problem mentions `names`.
+struct Refusal {
+  std::string yaml;
+  std::map<std::string, std::string> env;
+  std::string key, names;
+};
+
+void ExpectRefused(const std::vector<Refusal>& refusals) {
+  for (const auto& r : refusals) {
+    try {
+      LoadWith(r.yaml, r.env);
+      ADD_FAILURE() << r.key << " accepted";
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(e.key(), r.key);
+      EXPECT_THAT(e.problem(), ::testing::HasSubstr(r.names));
+    }
+  }
+}
+
 // The backoff keys are spelled `relay.backoff.*` like every daemon's; the old spellings fail at start,
 // naming the new key, instead of being ignored for the default.
 TEST(RelayConfigTest, BackoffKeysAndTheirOldSpellingsRefused) {
@@ -246,24 +265,23 @@ TEST(RelayConfigTest, BackoffKeysAndTheirOldSpellingsRefused) {
   EXPECT_EQ(set.loop.backoff.base, std::chrono::milliseconds{50});
   EXPECT_EQ(set.loop.backoff.max, std::chrono::seconds{2});
 
-  const struct {
-    std::string yaml;
-    std::map<std::string, std::string> env;
-    std::string key, names;
-  } refused[] = {
+  ExpectRefused({
       {"relay:\n  retry_backoff: 100ms\n", {}, "relay.retry_backoff", "relay.backoff.base"},
       {"", {{"RELAY_MAX_RETRY_BACKOFF", "1s"}}, "relay.max_retry_backoff", "RELAY_BACKOFF_MAX"},
       {"relay:\n  backoff:\n    base: 2s\n    max: 1s\n", {}, "relay.backoff.max", "relay.backoff.base"},
-  };
-  for (const auto& r : refused) {
-    try {
-      LoadWith(r.yaml, r.env);
-      ADD_FAILURE() << r.key << " accepted";
-    } catch (const config::ConfigError& e) {
-      EXPECT_EQ(e.key(), r.key);
-      EXPECT_THAT(e.problem(), ::testing::HasSubstr(r.names));
-    }
-  }
+  });
+}
+
+// One latency setting, relay.linger; the two it replaced fail at start, naming it.
+TEST(RelayConfigTest, LingerAndTheTwoKeysItReplaced) {
+  EXPECT_EQ(LoadWith("").loop.linger, std::chrono::milliseconds{5});
+  EXPECT_EQ(LoadWith("relay:\n  linger: 20ms\n").loop.linger, std::chrono::milliseconds{20});
+  EXPECT_EQ(LoadWith("", {{"RELAY_LINGER", "0s"}}).loop.linger, std::chrono::milliseconds{0});
+  ExpectRefused({
+      {"relay:\n  wake_delay: 5ms\n", {}, "relay.wake_delay", "relay.linger"},
+      {"", {{"RELAY_IDLE_GRACE", "50ms"}}, "relay.idle_grace", "RELAY_LINGER"},
+      {"relay:\n  linger: 2s\n", {}, "relay.linger", "1000ms"},
+  });
 }
 
 }  // namespace

@@ -314,10 +314,9 @@ class PgRelaySession final : public RelaySession {
         newest = std::max(newest, events[i]->created_at_us);
       }
       positions += '}';
-      pqxx::work tx(*conn_);
-      const auto r = tx.exec_prepared(kMark.name, positions, oldest, newest);
-      tx.commit();
-      return static_cast<std::int64_t>(r.affected_rows());
+      // One statement is its own transaction: no BEGIN and COMMIT round trips around it.
+      pqxx::nontransaction tx(*conn_);
+      return static_cast<std::int64_t>(tx.exec_prepared(kMark.name, positions, oldest, newest).affected_rows());
     });
   }
 
