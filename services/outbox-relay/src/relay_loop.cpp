@@ -26,9 +26,6 @@ constexpr milliseconds kArmRetry{2};
 // to wake. Under a flow of more than one event per ten polls it never sleeps, so writers never notify.
 constexpr int kAwakePolls = 10;
 constexpr milliseconds kShortestPoll{2};
-// The most marks a claim carries (PgRelaySession::MarkThenClaim tests each window row against each of them);
-// a larger batch is marked on its own.
-constexpr std::size_t kMostFoldedMarks = 64;
 
 }  // namespace
 
@@ -183,7 +180,6 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
   const auto awake_after_work = kAwakePolls * empty_poll;
   auto last_work = Clock::time_point{};   // when a claim last found events
   auto next_claim = Clock::time_point{};  // no claim starts before this (relay.linger)
-  outbox::PendingMarks pending;           // delivered, to be marked by the next claim
   // Alone in its process, the loop waits the backoff's ceiling itself (retry/backoff.hpp says why).
   const retry::Backoff backoff(options_.backoff);
   int failures = 0;  // since the last success
@@ -207,8 +203,6 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       ready_ = false;
       if (!owned.empty()) spdlog::warn("database session lost: released all {} shards", owned.size());
       owned.clear();
-      if (!pending.empty()) spdlog::warn("database session lost: {} delivered events stay unmarked", pending.size());
-      pending.clear();
       probe_.SetOwnership(options_.worker, 0, 0);
       if (auto opened = session_.Open(); !opened) {
         failed("opening the relay session", opened.error());
@@ -240,15 +234,12 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       if (stop.load()) break;
     }
     const auto claimed_at = Clock::now();
-    auto claimed = session_.MarkThenClaim(pending, owned, options_.batch_size, options_.waves);
-    if (!claimed) {
-      failed("claiming events", claimed.error());  // the marks stay pending: the next claim carries them
+    auto batch = session_.Claim(owned, options_.batch_size, options_.waves);
+    if (!batch) {
+      failed("claiming events", batch.error());
       continue;
     }
-    if (!pending.empty()) probe_.OnPublished(claimed->marked);
-    pending.clear();
-    const auto& batch = claimed->events;
-    if (batch.empty()) {
+    if (batch->empty()) {
       if (claimed_at - last_work < awake_after_work) {
         // Events came a moment ago and more are likely: look again shortly instead of arming, since an
         // armed relay makes the next writer NOTIFY, and every NOTIFY serialises a commit.
@@ -284,15 +275,14 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       continue;
     }
     last_work = claimed_at;
-    // A full batch means a backlog: the next claim follows at once, and the batch is marked on its own.
-    const bool full = std::ssize(batch) >= options_.batch_size;
-    next_claim = full ? claimed_at : claimed_at + options_.linger;
+    // A full batch means a backlog: the next claim follows at once.
+    next_claim = std::ssize(*batch) >= options_.batch_size ? claimed_at : claimed_at + options_.linger;
     // Busy: writers need not notify until we sleep again.
     if (auto disarmed = session_.DisarmWakeups(); !disarmed) {
       failed("disarming wake-ups", disarmed.error());
       continue;
     }
-    switch (PublishBatch(batch, stop, !full, pending)) {
+    switch (PublishBatch(*batch, stop)) {
       case BatchOutcome::kDone:
         failures = 0;
         break;
@@ -305,25 +295,11 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
         return kExitFatalProducer;
     }
   }
-  FlushMarks(pending);
   return 0;
 }
 
-void RelayLoop::FlushMarks(outbox::PendingMarks& pending) {
-  if (pending.empty() || !session_.IsOpen()) return;
-  auto flushed = session_.MarkThenClaim(pending, {}, 0, 1);
-  if (flushed) {
-    probe_.OnPublished(flushed->marked);
-  } else {
-    spdlog::warn("marking the last {} delivered events failed ({}); they will be sent again", pending.size(),
-                 flushed.error().detail);
-  }
-  pending.clear();
-}
-
 RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::OutboxEvent>& batch,
-                                                const std::atomic<bool>& stop, bool fold_marks,
-                                                outbox::PendingMarks& pending) {
+                                                const std::atomic<bool>& stop) {
   const auto started = Clock::now();
   spdlog::debug("publishing a batch of {} events", batch.size());
   // Wave by wave: a charge's event of wave k+1 is produced only once its event of wave k has a persisted
@@ -403,18 +379,14 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
         break;
     }
   }
-  // What was delivered is marked even when the rest failed: it would only be sent again otherwise. Few
-  // marks ride on the next claim (its round trip was due anyway); at a stop, nothing follows.
-  bool marked = true;
-  if (fold_marks && delivered.size() <= kMostFoldedMarks && !stop.load()) {
-    for (const auto* event : delivered) pending.Add(*event);
-  } else if (auto count = session_.MarkPublished(delivered); count) {
-    probe_.OnPublished(*count);
+  // What was delivered is marked even when the rest failed: it would only be sent again otherwise.
+  auto marked = session_.MarkPublished(delivered);
+  if (marked) {
+    probe_.OnPublished(*marked);
   } else {
-    marked = false;
     probe_.OnDatabaseError();
     spdlog::warn("marking {} delivered events failed ({}); they will be sent again", delivered.size(),
-                 count.error().detail);
+                 marked.error().detail);
   }
   if (parked > 0) probe_.OnParked(parked);
   if (retriable > 0 || (held > 0 && stop.load())) {

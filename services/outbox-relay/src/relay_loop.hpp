@@ -100,13 +100,8 @@ class RelayLoop {
  private:
   void Beat() { progress_ = std::chrono::steady_clock::now().time_since_epoch().count(); }
   enum class BatchOutcome { kDone, kRetryLater, kFatal };
-  // Marks the delivered events now, or leaves their marks in `pending` for the next claim to carry when
-  // `fold_marks` and they are few.
-  BatchOutcome PublishBatch(const std::vector<outbox::OutboxEvent>& batch, const std::atomic<bool>& stop,
-                            bool fold_marks, outbox::PendingMarks& pending);
+  BatchOutcome PublishBatch(const std::vector<outbox::OutboxEvent>& batch, const std::atomic<bool>& stop);
   bool EnsureTopic(const std::atomic<bool>& stop);
-  // At a stop: marks what the next claim would have carried.
-  void FlushMarks(outbox::PendingMarks& pending);
 
   outbox::RelaySession& session_;
   kafka::EventPublisher& publisher_;

@@ -93,44 +93,6 @@ TEST_F(OutboxStoreTest, ClaimReturnsOnlyTheFirstUnpublishedEventOfEachCharge) {
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"), "2");
 }
 
-// Under a steady flow the marks of a batch ride on the next claim: one statement marks them and reads the
-// window as it was before, leaving exactly the marked events out of it; a charge's next event, whose
-// predecessor was just marked, is in wave 0.
-TEST_F(OutboxStoreTest, MarkThenClaimMarksTheDeliveredEventsAndLeavesThemOutOfTheWindow) {
-  const auto a1 = Insert("ch_a", 1, 5);
-  const auto a2 = Insert("ch_a", 2, 5);
-  const auto b1 = Insert("ch_b", 1, 7);
-  const auto c1 = Insert("ch_c", 1, 9, -1);  // yesterday's partition: the marks' bounds span both days
-  auto session = OpenSession();
-  const auto owned = session->Rebalance().value().owned;
-  const auto first = session->Claim(owned, 100, 1).value();
-  ASSERT_EQ(first.size(), 3u);
-
-  PendingMarks marks;
-  for (const auto& e : first) {
-    if (e.id != b1) marks.Add(e);  // b1 was not delivered
-  }
-  const auto claimed = session->MarkThenClaim(marks, owned, 100, 4).value();
-  EXPECT_EQ(claimed.marked, 2);
-  std::vector<std::string> expected{a2, b1};
-  std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(Ids(claimed.events), expected);
-  for (const auto& e : claimed.events) EXPECT_EQ(e.wave, 0) << e.id;
-  EXPECT_EQ(db_->Scalar("SELECT string_agg(id::text, ',' ORDER BY id) FROM outbox WHERE published_at IS NOT NULL"),
-            std::min(a1, c1) + "," + std::max(a1, c1));
-
-  // Marks again (already published: nothing changes), and an empty window still answers the mark's count.
-  const auto again = session->MarkThenClaim(marks, {11}, 100, 4).value();
-  EXPECT_EQ(again.marked, 0);
-  EXPECT_THAT(again.events, IsEmpty());
-  PendingMarks rest;
-  for (const auto& e : claimed.events) rest.Add(e);
-  const auto last = session->MarkThenClaim(rest, owned, 100, 4).value();
-  EXPECT_EQ(last.marked, 2);
-  EXPECT_THAT(last.events, IsEmpty());
-  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"), "0");
-}
-
 TEST_F(OutboxStoreTest, AClaimReadsOnlyTheShardsItIsGivenEvenWithAHoleInTheirRange) {
   // Mid-rebalance a member can hold 5 and 7 but not yet 6: 6 is someone else's.
   const auto e5 = Insert("ch_5", 1, 5);

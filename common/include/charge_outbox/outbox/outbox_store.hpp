@@ -12,7 +12,6 @@
 // type crosses this header. Design and ordering proof: docs/outbox-relay.md.
 #pragma once
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -48,30 +47,6 @@ struct OutboxEvent {
   int wave = 0;
 };
 
-// Delivered events whose mark rides on the relay's next claim (RelaySession::MarkThenClaim): under a
-// steady flow, one round trip and one statement per batch instead of two.
-struct PendingMarks {
-  std::vector<std::int64_t> positions;
-  std::int64_t oldest_us = 0;  // the events' created_at bounds: PostgreSQL skips the other partitions
-  std::int64_t newest_us = 0;
-
-  void Add(const OutboxEvent& event) {
-    oldest_us = positions.empty() ? event.created_at_us : std::min(oldest_us, event.created_at_us);
-    newest_us = positions.empty() ? event.created_at_us : std::max(newest_us, event.created_at_us);
-    positions.push_back(event.position);
-  }
-  bool empty() const { return positions.empty(); }
-  std::size_t size() const { return positions.size(); }
-  void clear() { *this = PendingMarks{}; }
-};
-
-// What a claim found, and how many rows the marks it carried published (fewer than asked when another
-// relay had published some already).
-struct Claimed {
-  std::vector<OutboxEvent> events;
-  std::int64_t marked = 0;
-};
-
 // What a relay owns after a rebalance.
 struct ShardAssignment {
   std::vector<int> owned;  // ascending
@@ -101,16 +76,7 @@ class RelaySession {
   // (at most `waves` of them; later ones are cut). A charge with a parked event has no event in the
   // claim. Empty `shards` returns nothing. The caller must not produce an event of wave k+1 before its
   // charge's event of wave k is persisted: that is what keeps a charge's events in order.
-  DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) {
-    auto claimed = MarkThenClaim({}, shards, limit, waves);
-    if (!claimed) return claimed.error();
-    return std::move(claimed->events);
-  }
-  // The same claim, in the same statement as marking `marks` published. The claim reads the table as it
-  // was before the mark, so the marked events are left out of it by position: keep `marks` small (the
-  // test is one comparison per mark and window row). Nothing is marked when it fails.
-  virtual DbResult<Claimed> MarkThenClaim(const PendingMarks& marks, const std::vector<int>& shards, int limit,
-                                          int waves) = 0;
+  virtual DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) = 0;
 
   // Marks these events published (they were delivered); returns how many rows changed.
   virtual DbResult<std::int64_t> MarkPublished(const std::vector<const OutboxEvent*>& events) = 0;

@@ -32,56 +32,45 @@ constexpr int kWaitLockSpace = 0x0B0C0004;
 
 constexpr const char* kNotifyChannel = "outbox_inserted";
 
-// Marks the delivered events $5 published (their created_at bounds $6 and $7, microseconds, let PostgreSQL
-// skip the partitions that cannot hold them), then reads the member's window, in one statement: under a
-// steady flow one round trip per batch. Always one row for the mark's count, the window's columns NULL when
-// it is empty.
-//
-// The mark: found through outbox_unpublished_in_order by position (outbox_position_seq draws it at insert and
-// nothing else ever writes it; an id test in the same statement would make the generic plan look the rows up
-// through outbox_unpublished_id instead: random probes, four times slower). The bounds are a second wider
-// than the events' since they travel as floating-point seconds. The new row version takes no index entry:
-// every outbox index is over unpublished rows only.
-//
-// The window: the member's oldest $4 unpublished events, in position order, from its shards. Every part of
-// the statement sees the table as it was before the mark, so the events just marked are left out by
-// position. Shards are owned in contiguous ranges, so BETWEEN is tested on the index entry and other
-// members' rows cost no heap visit; $3 lists the shards only while a rebalance leaves holes in the range
-// (empty otherwise: ANY walks the whole array for every row). A charge with a parked event is left out
-// entirely (its later events wait behind it), and so is the parked event: however many are parked, they
-// never fill the window. The relay numbers each charge's events in the window (the waves); no lookup per
-// row is needed because, within a charge, position order is sequence order (event N is committed before
-// N+1 is inserted, and position is drawn at insert), and every event of a charge is in one shard: an
-// unpublished predecessor of any row in the window is earlier in the same window or was just marked (docs,
-// "The claim query"). Nothing committed can be created in the future, so the partitions made ahead are
-// skipped. ce_time is formatted by the relay from the epoch microseconds: to_char costs about 1 µs a row.
-// producer (0009) makes ce_source.
-constexpr db::Statement kMarkThenClaim{
-    "outbox_mark_then_claim",
+// The member's window: its oldest $4 unpublished events, in position order, from its shards. Shards
+// are owned in contiguous ranges, so BETWEEN is tested on the index entry and other members' rows
+// cost no heap visit; $3 lists the shards only while a rebalance leaves holes in the range (empty
+// otherwise: ANY walks the whole array for every row). A charge with a
+// parked event is left out entirely (its later events wait behind it), and so is the parked event:
+// however many are parked, they never fill the window. The relay numbers each charge's events in the
+// window (the waves); no lookup per row is needed because, within a charge, position order is
+// sequence order (event N is committed before N+1 is inserted, and position is drawn at insert), and
+// every event of a charge is in one shard: an unpublished predecessor of any row in the window is
+// earlier in the same window (docs, "The claim query"). Nothing committed can be created in the
+// future, so the partitions made ahead are skipped. ce_time is formatted by the relay from the epoch
+// microseconds: to_char costs about 1 µs a row. producer (0009) makes ce_source.
+constexpr db::Statement kClaim{
+    "outbox_claim",
     R"sql(
-     WITH marked AS (
-       UPDATE outbox SET published_at = now()
-        WHERE position = ANY($5::bigint[]) AND published_at IS NULL
-          AND created_at BETWEEN to_timestamp($6::float8 / 1000000) - interval '1 second'
-                             AND to_timestamp($7::float8 / 1000000) + interval '1 second'
-        RETURNING 1)
-     SELECT w.id, w.aggregateid, w.type, w.payload, w.sequence, w.shard, w.position, w.traceparent,
-            w.created_us, w.producer, m.n
-      FROM (SELECT count(*) AS n FROM marked) m
-      LEFT JOIN LATERAL (
-        SELECT o.id::text AS id, o.aggregateid, o.type, o.payload::text AS payload, o.sequence, o.shard,
-               o.position, COALESCE(o.traceparent, '') AS traceparent,
-               (extract(epoch FROM o.created_at) * 1000000)::bigint AS created_us,
-               COALESCE(o.producer, '') AS producer
-         FROM outbox o
-         WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint
-           AND (cardinality($3::int[]) = 0 OR o.shard::int = ANY($3::int[])) AND o.parked_at IS NULL
-           AND o.position <> ALL($5::bigint[])
-           AND o.aggregateid NOT IN (SELECT p.aggregateid FROM outbox p
-                                     WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL)
-           AND o.created_at < now() + interval '1 hour'
-         ORDER BY o.position LIMIT $4) w ON true
-      ORDER BY w.position)sql"};
+     SELECT o.id::text, o.aggregateid, o.type, o.payload::text, o.sequence, o.shard, o.position,
+            COALESCE(o.traceparent, ''), (extract(epoch FROM o.created_at) * 1000000)::bigint,
+            COALESCE(o.producer, '')
+      FROM outbox o
+      WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint
+        AND (cardinality($3::int[]) = 0 OR o.shard::int = ANY($3::int[])) AND o.parked_at IS NULL
+        AND o.aggregateid NOT IN (SELECT p.aggregateid FROM outbox p
+                                  WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL)
+        AND o.created_at < now() + interval '1 hour'
+      ORDER BY o.position LIMIT $4)sql"};
+
+// Found through outbox_unpublished_in_order, in the order the claim read them. position identifies
+// the row: outbox_position_seq draws it at insert and nothing else ever writes it. (An id test in the
+// same statement would make the generic plan look the rows up through outbox_unpublished_id instead:
+// random probes, four times slower.) The created_at range, a second wider than the events' since the
+// bounds travel as floating-point seconds, lets PostgreSQL skip the partitions that cannot hold them.
+// The new row version takes no index entry: every outbox index is over unpublished rows only.
+constexpr db::Statement kMark{
+    "outbox_mark",
+    R"sql(
+     UPDATE outbox SET published_at = now()
+      WHERE position = ANY($1::bigint[]) AND published_at IS NULL
+        AND created_at BETWEEN to_timestamp($2::float8 / 1000000) - interval '1 second'
+                           AND to_timestamp($3::float8 / 1000000) + interval '1 second')sql"};
 
 constexpr db::Statement kPark{
     "outbox_park",
@@ -106,7 +95,7 @@ constexpr db::Statement kUnlockShards{
     "outbox_unlock_shards",
     "SELECT count(*) FILTER (WHERE pg_advisory_unlock($2::int, s)) FROM unnest($1::int[]) AS s"};
 
-constexpr db::Statement kRelayStatements[] = {kMarkThenClaim, kPark, kMembers, kLockShards, kUnlockShards};
+constexpr db::Statement kRelayStatements[] = {kClaim, kMark, kPark, kMembers, kLockShards, kUnlockShards};
 
 std::string IntArray(const std::vector<int>& values) {
   std::string out = "{";
@@ -256,7 +245,7 @@ class PgRelaySession final : public RelaySession {
       std::vector<int> release;
       std::vector<int> wanted;
       for (int s = 0; s < kShardCount; ++s) {
-        // Contiguous ranges: the claim tests a range on each index entry (kMarkThenClaim).
+        // Contiguous ranges: the claim tests a range on each index entry (kClaim).
         const bool mine = s * a.members / kShardCount == a.rank;
         if (mine && !held_.contains(s)) wanted.push_back(s);
         if (!mine && held_.contains(s)) release.push_back(s);
@@ -273,33 +262,22 @@ class PgRelaySession final : public RelaySession {
     });
   }
 
-  DbResult<Claimed> MarkThenClaim(const PendingMarks& marks, const std::vector<int>& shards, int limit,
-                                  int waves) override {
-    std::vector<int> owned(shards);
-    std::sort(owned.begin(), owned.end());
-    owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
-    if (owned.empty() && marks.empty()) return Claimed{};
-    if (owned.empty()) limit = 0;  // marks only
-    const bool whole_range = owned.empty() || std::ssize(owned) == owned.back() - owned.front() + 1;
-    return Guarded<Claimed>([&] {
+  DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) override {
+    if (shards.empty()) return std::vector<OutboxEvent>{};
+    return Guarded<std::vector<OutboxEvent>>([&] {
       pqxx::nontransaction tx(*conn_);
-      std::string positions = "{";
-      for (std::size_t i = 0; i < marks.positions.size(); ++i) {
-        if (i > 0) positions += ',';
-        positions += std::to_string(marks.positions[i]);
-      }
-      positions += '}';
-      const auto r = tx.exec_prepared(kMarkThenClaim.name, owned.empty() ? 0 : owned.front(),
-                                      owned.empty() ? -1 : owned.back(), whole_range ? "{}" : IntArray(owned), limit,
-                                      positions, marks.oldest_us, marks.newest_us);
-      Claimed out;
-      out.marked = r.empty() ? 0 : r[0][10].as<std::int64_t>();
-      out.events.reserve(r.size());
+      std::vector<int> owned(shards);
+      std::sort(owned.begin(), owned.end());
+      owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
+      const bool whole_range = std::ssize(owned) == owned.back() - owned.front() + 1;
+      const auto r =
+          tx.exec_prepared(kClaim.name, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned), limit);
+      std::vector<OutboxEvent> out;
+      out.reserve(r.size());
       // Each charge's events in the window, counted as they come in position order: the k-th is wave k.
       std::unordered_map<std::string_view, int> seen;
       seen.reserve(r.size());
       for (const auto& row : r) {
-        if (row[0].is_null()) continue;  // the empty window's row: only the mark's count
         const std::string_view charge(row[1].c_str(), row[1].size());
         const int wave = seen[charge]++;
         if (wave >= waves) continue;  // a later claim takes it, once the earlier ones are published
@@ -316,7 +294,7 @@ class PgRelaySession final : public RelaySession {
         e.time = util::FormatRfc3339Micros(e.created_at_us);
         e.producer = row[9].as<std::string>();
         e.wave = wave;
-        out.events.push_back(std::move(e));
+        out.push_back(std::move(e));
       }
       return out;
     });
@@ -324,12 +302,22 @@ class PgRelaySession final : public RelaySession {
 
   DbResult<std::int64_t> MarkPublished(const std::vector<const OutboxEvent*>& events) override {
     if (events.empty()) return std::int64_t{0};
-    PendingMarks marks;
-    for (const auto* e : events) marks.Add(*e);
-    // No shards: the window is empty and its position test never runs, however many the marks.
-    auto done = MarkThenClaim(marks, {}, 0, 1);
-    if (!done) return done.error();
-    return done->marked;
+    return Guarded<std::int64_t>([&] {
+      // Any order: the index scan sorts an = ANY array itself.
+      std::string positions = "{";
+      std::int64_t oldest = events.front()->created_at_us;
+      std::int64_t newest = oldest;
+      for (std::size_t i = 0; i < events.size(); ++i) {
+        if (i > 0) positions += ',';
+        positions += std::to_string(events[i]->position);
+        oldest = std::min(oldest, events[i]->created_at_us);
+        newest = std::max(newest, events[i]->created_at_us);
+      }
+      positions += '}';
+      // One statement is its own transaction: no BEGIN and COMMIT round trips around it.
+      pqxx::nontransaction tx(*conn_);
+      return static_cast<std::int64_t>(tx.exec_prepared(kMark.name, positions, oldest, newest).affected_rows());
+    });
   }
 
   DbResult<void> Park(const OutboxEvent& event, const std::string& error) override {
