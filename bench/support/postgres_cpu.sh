@@ -9,7 +9,8 @@ postgres_cpu_seconds() {
   local postmaster=$1
   # /proc/PID/stat: after the command in parentheses (which may hold spaces), field 4 is the parent and
   # fields 14 to 17 are utime, stime, cutime and cstime in clock ticks.
-  cat /proc/[0-9]*/stat 2>/dev/null | awk -v root="$postmaster" -v tick="$(getconf CLK_TCK)" '
+  # A process may end between the glob and its read: cat then fails, and what it read is still right.
+  { cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v root="$postmaster" -v tick="$(getconf CLK_TCK)" '
     {
       pid = $1
       rest = $0
