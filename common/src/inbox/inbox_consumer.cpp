@@ -419,7 +419,8 @@ struct InboxConsumer::Impl {
     const auto until = Clock::now() + total;
     while (Clock::now() < until) {
       if (stop_ != nullptr && stop_->load()) return false;
-      std::this_thread::sleep_for(std::min(milliseconds{50}, std::chrono::duration_cast<milliseconds>(until - Clock::now())));
+      // Until a time point, not for a count of milliseconds: a remainder truncated to 0 ms would spin.
+      std::this_thread::sleep_until(std::min(until, Clock::now() + milliseconds{50}));
     }
     return true;
   }

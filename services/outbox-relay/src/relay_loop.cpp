@@ -31,9 +31,9 @@ constexpr milliseconds kShortestPoll{2};
 
 void SleepUnless(const std::atomic<bool>& stop, milliseconds duration) {
   const auto until = Clock::now() + duration;
+  // Until a time point, not for a count of milliseconds: a remainder truncated to 0 ms would spin.
   while (!stop.load() && Clock::now() < until) {
-    const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
-    std::this_thread::sleep_for(std::min(left, milliseconds{50}));
+    std::this_thread::sleep_until(std::min(until, Clock::now() + milliseconds{50}));
   }
 }
 
