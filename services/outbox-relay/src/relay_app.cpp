@@ -155,7 +155,9 @@ struct RelayApp::Parts {
     }
     probe.OnRetention(*report);
     if (report->skipped) return;
+    for (const auto& p : report->moved_to_history) spdlog::info("outbox retention: moved {} to outbox_history", p);
     for (const auto& p : report->dropped) spdlog::info("outbox retention: dropped partition {}", p);
+    for (const auto& p : report->trimmed_ahead) spdlog::info("outbox retention: dropped {}, beyond the days ahead", p);
     for (const auto& p : report->kept_unpublished) {
       spdlog::warn("outbox retention: keeping {} past retention: it still holds unpublished events", p);
     }

@@ -117,7 +117,7 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   c.retention_enabled = r.Boolean("retention.enabled", true);
   c.retention_interval = r.Duration("retention.interval", std::chrono::hours{1}, seconds{1}, std::chrono::hours{24});
   c.retention.retention_days = static_cast<int>(r.Integer("retention.days", 7, 1, 3650));
-  c.retention.days_ahead = static_cast<int>(r.Integer("retention.days_ahead", 7, 1, 365));
+  c.retention.days_ahead = static_cast<int>(r.Integer("retention.days_ahead", 2, 1, 365));
   c.retention.lock_timeout = r.Duration("retention.lock_timeout", milliseconds{500}, milliseconds{1}, seconds{60});
 
   c.shutdown_deadline = r.Duration("shutdown.deadline", seconds{20}, milliseconds{100});

@@ -84,14 +84,18 @@ int RunSubcommand(const RelayConfig& config, const std::vector<std::string>& arg
   if (args[0] == "retention" && args.size() == 1) {
     auto report = admin->RunRetention(config.retention);
     if (!report) return Failed(report.error());
-    boost::json::array dropped;
-    for (const auto& p : report->dropped) dropped.emplace_back(p);
-    boost::json::array kept;
-    for (const auto& p : report->kept_unpublished) kept.emplace_back(p);
+    const auto names = [](const std::vector<std::string>& parts) {
+      boost::json::array out;
+      for (const auto& p : parts) out.emplace_back(p);
+      return out;
+    };
     boost::json::object o{{"skipped", report->skipped},
                           {"partitions_created", report->partitions_created},
-                          {"dropped", std::move(dropped)},
-                          {"kept_unpublished", std::move(kept)},
+                          {"moved_to_history", names(report->moved_to_history)},
+                          {"dropped", names(report->dropped)},
+                          {"kept_unpublished", names(report->kept_unpublished)},
+                          {"trimmed_ahead", names(report->trimmed_ahead)},
+                          {"failed", names(report->failed)},
                           {"default_rows_deleted", report->default_rows_deleted}};
     std::cout << boost::json::serialize(o) << "\n";
     return 0;

@@ -60,6 +60,24 @@ class OutboxStoreTest : public ::testing::Test {
     return out;
   }
 
+  // outbox_YYYYMMDD of the UTC day `offset` days from today.
+  std::string Day(int offset) { return "outbox_" + DayDigits(offset); }
+  std::string DayDigits(int offset) {
+    return db_->Scalar("SELECT to_char((now() AT TIME ZONE 'UTC')::date + " + std::to_string(offset) +
+                       ", 'YYYYMMDD')");
+  }
+
+  // `parent`'s partitions up to today and the default, then how many are ahead of today.
+  std::string Partitions(const std::string& parent) {
+    return db_->Scalar("SELECT string_agg(c.relname, ' ' ORDER BY c.relname) FILTER (WHERE c.relname <= 'outbox_' ||"
+                       "   to_char((now() AT TIME ZONE 'UTC')::date, 'YYYYMMDD') OR c.relname = 'outbox_default')"
+                       " || ' ... ' || count(*) FILTER (WHERE c.relname > 'outbox_' ||"
+                       "   to_char((now() AT TIME ZONE 'UTC')::date, 'YYYYMMDD') AND c.relname <> 'outbox_default')"
+                       " || ' ahead'"
+                       " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '" +
+                       parent + "'::regclass");
+  }
+
   std::unique_ptr<PgTestDatabase> db_;
 };
 
@@ -354,12 +372,8 @@ TEST_F(OutboxStoreTest, BacklogReportsTheAgeOfTheOldestUnpublishedEvent) {
 
 TEST_F(OutboxStoreTest, RetentionDropsOldPublishedPartitionsAndKeepsOnesWithUnpublishedEvents) {
   db_->Execute("SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 20, (now() AT TIME ZONE 'UTC')::date - 19)");
-  const auto day = [&](int offset) {
-    return db_->Scalar("SELECT 'outbox_' || to_char((now() AT TIME ZONE 'UTC')::date + " + std::to_string(offset) +
-                       ", 'YYYYMMDD')");
-  };
-  const auto old_published = day(-20);
-  const auto old_unpublished = day(-19);
+  const auto old_published = Day(-20);
+  const auto old_unpublished = Day(-19);
   ASSERT_EQ(db_->Scalar("SELECT to_regclass('" + old_published + "') IS NOT NULL"), "t");
   Insert("ch_p", 1, 1, -20, true);
   Insert("ch_p", 2, 1, -20, true);
@@ -374,11 +388,13 @@ TEST_F(OutboxStoreTest, RetentionDropsOldPublishedPartitionsAndKeepsOnesWithUnpu
   EXPECT_FALSE(report.skipped);
   EXPECT_THAT(report.dropped, ElementsAre(old_published));
   EXPECT_THAT(report.kept_unpublished, ElementsAre(old_unpublished));
+  EXPECT_THAT(report.moved_to_history, IsEmpty());
+  EXPECT_THAT(report.failed, IsEmpty());
   EXPECT_EQ(report.default_rows_deleted, 1);
   EXPECT_EQ(report.partitions_created, 2);  // migration 0001 made up to today + 7; today + 8 and + 9 are new
   EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + old_published + "') IS NULL"), "t");
   EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + old_unpublished + "') IS NOT NULL"), "t");
-  EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + day(9) + "') IS NOT NULL"), "t");
+  EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + Day(9) + "') IS NOT NULL"), "t");
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox"), "2");  // ch_u and ch_e
   // Every partition, those of the migrations and those made since, is vacuumed every 10,000 dead rows.
   EXPECT_EQ(db_->Scalar("SELECT count(*) FILTER (WHERE NOT COALESCE(c.reloptions, '{}') @>"
@@ -394,7 +410,83 @@ TEST_F(OutboxStoreTest, RetentionDropsOldPublishedPartitionsAndKeepsOnesWithUnpu
   EXPECT_THAT(again.dropped, ElementsAre(old_unpublished));
   EXPECT_THAT(again.kept_unpublished, IsEmpty());
   EXPECT_EQ(again.partitions_created, 0);
-  EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + day(0) + "') IS NOT NULL"), "t");
+  EXPECT_EQ(db_->Scalar("SELECT to_regclass('" + Day(0) + "') IS NOT NULL"), "t");
+}
+
+// What the relay's claims pay for is every partition of `outbox`: retention leaves there only yesterday,
+// today, the days ahead, and older days that still hold an unpublished event.
+TEST_F(OutboxStoreTest, RetentionMovesPublishedDaysOlderThanYesterdayToHistoryAndDropsThemThere) {
+  db_->Execute("SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 12, (now() AT TIME ZONE 'UTC')::date)");
+  const auto published_day = Insert("ch_old", 1, 3, -3, true);
+  Insert("ch_old", 2, 3, -3, true);
+  const auto waiting_day = Insert("ch_late", 1, 4, -4, false);  // the relay was down: not retention's business
+  Insert("ch_y", 1, 5, -1, true);                              // yesterday stays: it may still be written to
+  // A day moved to history by an earlier run, now past retention.
+  db_->Execute("ALTER TABLE outbox DETACH PARTITION " + Day(-12) + "; ALTER TABLE " + Day(-12) +
+               " INHERIT outbox_history");
+
+  auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
+  const auto report = admin->RunRetention({.retention_days = 7, .days_ahead = 7}).value();
+  EXPECT_THAT(report.failed, IsEmpty());
+  EXPECT_THAT(report.kept_unpublished, IsEmpty());
+  // Past retention (older than 7 days): dropped, from history or straight from the outbox. Younger, older
+  // than yesterday and published (or empty): moved. The day with an unpublished event stays.
+  std::vector<std::string> dropped{Day(-12)};
+  std::vector<std::string> moved;
+  for (int offset = -11; offset <= -2; ++offset) {
+    if (offset < -7) dropped.push_back(Day(offset));
+    if (offset >= -7 && offset != -4) moved.push_back(Day(offset));
+  }
+  EXPECT_EQ(report.dropped, dropped);
+  EXPECT_EQ(report.moved_to_history, moved);
+  EXPECT_EQ(Partitions("outbox"), "outbox_" + DayDigits(-4) + " outbox_" + DayDigits(-1) + " outbox_" +
+                                      DayDigits(0) + " outbox_default ... 7 ahead");
+  // History reads like the outbox; the relay's table no longer holds those rows.
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(sequence::text, ',' ORDER BY sequence) FROM outbox_history"
+                        " WHERE aggregateid = 'ch_old'"),
+            "1,2");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE aggregateid = 'ch_old'"), "0");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox_history WHERE id = '" + published_day + "'"), "1");
+
+  // The relay still claims the old unpublished event, and nothing it marks can be in history.
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  const auto claimed = session->Claim(owned, 10, 1).value();
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].id, waiting_day);
+  EXPECT_EQ(session->MarkPublished(Pointers(claimed)).value(), 1);
+
+  // Published now, it follows on the next run; a second run with nothing to do changes nothing.
+  const auto again = admin->RunRetention({.retention_days = 7, .days_ahead = 7}).value();
+  EXPECT_THAT(again.moved_to_history, ElementsAre(Day(-4)));
+  EXPECT_THAT(admin->RunRetention({.retention_days = 7, .days_ahead = 7}).value().moved_to_history, IsEmpty());
+}
+
+TEST_F(OutboxStoreTest, RetentionDropsEmptyDaysBeyondTheDaysAheadAndKeepsOnesWithRows) {
+  // Migration 0001 made the days up to today + 7; the setting is now 2.
+  Insert("ch_future", 1, 6, 5, false);  // a writer's clock ahead: its row must not be lost
+  auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
+  const auto report = admin->RunRetention({.retention_days = 7, .days_ahead = 2}).value();
+  EXPECT_THAT(report.trimmed_ahead, ElementsAre(Day(3), Day(4), Day(6), Day(7)));
+  EXPECT_EQ(Partitions("outbox"), "outbox_" + DayDigits(-1) + " outbox_" + DayDigits(0) + " outbox_default ... 3 ahead");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE aggregateid = 'ch_future'"), "1");
+  // A day left out is still written to: its rows land in outbox_default, where the relay claims them.
+  Insert("ch_far", 1, 6, 7, false);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox_default WHERE aggregateid = 'ch_far'"), "1");
+}
+
+// A day under outbox_history must have its parent's columns: one that cannot join stays where it is, the
+// pass goes on, and nothing is lost.
+TEST_F(OutboxStoreTest, ADayThatCannotJoinHistoryStaysInTheOutboxAndThePassGoesOn) {
+  db_->Execute("SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 3, (now() AT TIME ZONE 'UTC')::date)");
+  Insert("ch_a", 1, 1, -3, true);
+  Insert("ch_b", 1, 1, -2, true);
+  db_->Execute("ALTER TABLE outbox_history ADD COLUMN added_later text");
+  auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
+  const auto report = admin->RunRetention({.retention_days = 7, .days_ahead = 7}).value();
+  EXPECT_THAT(report.failed, ElementsAre(Day(-3), Day(-2)));
+  EXPECT_THAT(report.moved_to_history, IsEmpty());
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE aggregateid IN ('ch_a', 'ch_b')"), "2");
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ namespace charge_outbox::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -400,23 +401,33 @@ TEST_F(OutboxRelayE2E, APoisonEventIsParkedOthersFlowAndRetryOrSkipReleaseItsCha
   for (const auto& m : consumed) EXPECT_NE(m.headers.at("ce_id"), c1.id);
 }
 
-TEST_F(OutboxRelayE2E, TheRetentionSubcommandDropsOldPublishedPartitionsAndKeepsUnpublishedOnes) {
-  db().Execute("SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 12, (now() AT TIME ZONE 'UTC')::date - 11)");
+TEST_F(OutboxRelayE2E, TheRetentionSubcommandMovesDropsAndKeepsDays) {
+  db().Execute("SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 12, (now() AT TIME ZONE 'UTC')::date - 11);"
+               "SELECT outbox_ensure_partitions((now() AT TIME ZONE 'UTC')::date - 3, (now() AT TIME ZONE 'UTC')::date - 3)");
   const auto day = [&](int offset) {
     return db().Scalar("SELECT 'outbox_' || to_char((now() AT TIME ZONE 'UTC')::date + " + std::to_string(offset) +
                        ", 'YYYYMMDD')");
   };
   db().Execute("INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, created_at, published_at) VALUES"
                " (gen_random_uuid(), 'ch_old', 't', '{}', 1, 1, now() - interval '12 days', now()),"
-               " (gen_random_uuid(), 'ch_kept', 't', '{}', 1, 1, now() - interval '11 days', NULL)");
-  const auto result = fixture_->RunCommand({"retention"}, {{"RETENTION_DAYS", "7"}});
+               " (gen_random_uuid(), 'ch_kept', 't', '{}', 1, 1, now() - interval '11 days', NULL),"
+               " (gen_random_uuid(), 'ch_recent', 't', '{}', 1, 1, now() - interval '3 days', now())");
+  const auto result = fixture_->RunCommand({"retention"}, {{"RETENTION_DAYS", "7"}, {"RETENTION_DAYS_AHEAD", "3"}});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto report = boost::json::parse(result.out).as_object();
-  EXPECT_EQ(report.at("dropped").as_array().size(), 1u);
-  EXPECT_EQ(report.at("dropped").as_array().at(0).as_string(), day(-12));
-  EXPECT_EQ(report.at("kept_unpublished").as_array().at(0).as_string(), day(-11));
+  const auto names = [&](const char* key) {
+    std::vector<std::string> out;
+    for (const auto& v : report.at(key).as_array()) out.emplace_back(v.as_string());
+    return out;
+  };
+  EXPECT_THAT(names("dropped"), ElementsAre(day(-12)));
+  EXPECT_THAT(names("kept_unpublished"), ElementsAre(day(-11)));
+  EXPECT_THAT(names("moved_to_history"), ElementsAre(day(-3)));
+  EXPECT_THAT(names("trimmed_ahead"), ElementsAre(day(4), day(5), day(6), day(7)));  // migration 0001 made 7
+  EXPECT_THAT(names("failed"), IsEmpty());
   EXPECT_EQ(db().Scalar("SELECT to_regclass('" + day(-12) + "') IS NULL"), "t");
   EXPECT_EQ(db().Scalar("SELECT to_regclass('" + day(-11) + "') IS NOT NULL"), "t");
+  EXPECT_EQ(db().Scalar("SELECT count(*) FROM outbox_history WHERE aggregateid = 'ch_recent'"), "1");
 }
 
 }  // namespace

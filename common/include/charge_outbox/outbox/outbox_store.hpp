@@ -129,15 +129,18 @@ enum class ParkedChange {
 
 struct RetentionReport {
   int partitions_created = 0;
-  std::vector<std::string> dropped;           // partitions dropped: every row in them was published
+  std::vector<std::string> moved_to_history;  // older than yesterday, all published: now under outbox_history
+  std::vector<std::string> dropped;           // days past retention dropped: every row in them was published
   std::vector<std::string> kept_unpublished;  // past retention, kept because a row is still unpublished
+  std::vector<std::string> trimmed_ahead;     // empty days further ahead than days_ahead, dropped
+  std::vector<std::string> failed;            // could not leave outbox for another reason (logged)
   std::int64_t default_rows_deleted = 0;      // published rows past retention removed from outbox_default
   bool skipped = false;                       // another session was running retention at the same time
 };
 
 struct RetentionPolicy {
   int retention_days = 7;    // a day's partition goes once all its rows are older than this
-  int days_ahead = 7;        // partitions exist from yesterday to today + days_ahead
+  int days_ahead = 2;        // partitions exist from yesterday to today + days_ahead
   std::chrono::milliseconds lock_timeout{500};  // detaching waits at most this for the table lock
 };
 
@@ -146,7 +149,8 @@ class OutboxAdmin {
   virtual ~OutboxAdmin() = default;
 
   virtual DbResult<BacklogStats> Backlog() = 0;
-  // Creates partitions ahead and drops old, fully published ones; one session at a time does it.
+  // Creates partitions ahead, moves fully published days older than yesterday to outbox_history and drops
+  // them there at retention age; one session at a time does it.
   virtual DbResult<RetentionReport> RunRetention(const RetentionPolicy& policy) = 0;
 
   virtual DbResult<std::vector<ParkedEvent>> ListParked(int limit) = 0;

@@ -380,11 +380,11 @@ db::DbResult<RetentionReport> PgInbox::RunRetention(const InboxRetention& policy
   return Run<RetentionReport>([&](pqxx::connection& conn) {
     RetentionReport report;
     const auto pass =
-        db::BeginRetentionPass(conn, kRetentionLockSpace, "inbox", policy.partitions_ahead, policy.retention_days);
+        db::BeginRetentionPass(conn, kRetentionLockSpace, "inbox", policy.partitions_ahead);
     report.skipped = !pass;
     if (!pass) return report;
     report.partitions_created = pass->partitions_created;
-    for (const auto& part : pass->past_retention) {
+    for (const auto& part : db::PastRetention(pass->days, "inbox", policy.retention_days)) {
       try {
         pqxx::work tx(conn);
         tx.exec("SET LOCAL lock_timeout = '" + std::to_string(policy.lock_timeout.count()) + "ms'");

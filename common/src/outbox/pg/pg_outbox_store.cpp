@@ -434,42 +434,28 @@ class PgOutboxAdmin final : public OutboxAdmin {
     });
   }
 
+  // Retention keeps under `outbox` only the days that can still receive or hold unpublished rows
+  // (docs/outbox-relay.md, "Retention"): every partition there costs each of the relay's claims.
   DbResult<RetentionReport> RunRetention(const RetentionPolicy& policy) override {
     return Run<RetentionReport>([&](pqxx::connection& conn) {
       RetentionReport report;
-      const auto pass =
-          db::BeginRetentionPass(conn, kRetentionLockSpace, "outbox", policy.days_ahead, policy.retention_days);
+      const auto pass = db::BeginRetentionPass(conn, kRetentionLockSpace, "outbox", policy.days_ahead);
       report.skipped = !pass;
       if (!pass) return report;
       report.partitions_created = pass->partitions_created;
-      for (const auto& part : pass->past_retention) {
-        const auto quoted = conn.quote_name(part);
-        {
-          // A cheap look first, without locks: most days past retention are long since published.
-          pqxx::nontransaction tx(conn);
-          if (tx.exec1("SELECT EXISTS (SELECT 1 FROM " + quoted + " WHERE published_at IS NULL)")[0].as<bool>()) {
-            report.kept_unpublished.push_back(part);
-            continue;
-          }
-        }
-        try {
-          // Detach first (it locks the partition and the parent briefly), then look again under that lock:
-          // nothing can become unpublished in between, and an unpublished row means roll back and keep.
+      for (const auto& day : pass->days) {
+        const bool past_retention = day.age_days > policy.retention_days;
+        if (day.parent == "outbox" && day.age_days >= 2) {
+          Retire(conn, day.name, past_retention, policy, report);
+        } else if (day.parent == "outbox" && day.age_days < -policy.days_ahead) {
+          TrimAhead(conn, day.name, policy, report);
+        } else if (day.parent == kHistory && past_retention) {
+          // Nothing writes or claims history: no lock to wait for but a reader's.
           pqxx::work tx(conn);
-          tx.exec("SET LOCAL lock_timeout = '" + std::to_string(policy.lock_timeout.count()) + "ms'");
-          tx.exec("ALTER TABLE outbox DETACH PARTITION " + quoted);
-          if (tx.exec1("SELECT EXISTS (SELECT 1 FROM " + quoted + " WHERE published_at IS NULL)")[0].as<bool>()) {
-            tx.abort();
-            report.kept_unpublished.push_back(part);
-            continue;
-          }
-          tx.exec("DROP TABLE " + quoted);
+          SetLockTimeout(tx, policy);
+          tx.exec("DROP TABLE " + conn.quote_name(day.name));
           tx.commit();
-          report.dropped.push_back(part);
-        } catch (const pqxx::sql_error& e) {
-          // 55P03 lock_not_available: writers or long readers hold the table; the next run tries again.
-          if (e.sqlstate() != "55P03") throw;
-          spdlog::warn("outbox retention: {} is busy (lock timeout), trying again next run", part);
+          report.dropped.push_back(day.name);
         }
       }
       {
@@ -484,6 +470,81 @@ class PgOutboxAdmin final : public OutboxAdmin {
       }
       return report;
     });
+  }
+
+  static constexpr const char* kHistory = "outbox_history";
+
+  static void SetLockTimeout(pqxx::work& tx, const RetentionPolicy& policy) {
+    tx.exec("SET LOCAL lock_timeout = '" + std::to_string(policy.lock_timeout.count()) + "ms'");
+  }
+
+  static bool HoldsUnpublished(pqxx::transaction_base& tx, const std::string& quoted) {
+    return tx.exec1("SELECT EXISTS (SELECT 1 FROM " + quoted + " WHERE published_at IS NULL)")[0].as<bool>();
+  }
+
+  // A day older than yesterday leaves `outbox` once every row in it is published: for outbox_history, or
+  // past retention for good. A writer still inserting into it (a transaction begun that day) holds it;
+  // DETACH waits at most the lock timeout for that writer, and the look again under the lock means
+  // nothing unpublished ever leaves. A writer of that day that comes later lands in outbox_default, which
+  // the relay claims from as from any partition.
+  static void Retire(pqxx::connection& conn, const std::string& part, bool past_retention,
+                     const RetentionPolicy& policy, RetentionReport& report) {
+    const auto quoted = conn.quote_name(part);
+    const auto keep = [&] {
+      if (past_retention) report.kept_unpublished.push_back(part);
+    };
+    {
+      // A cheap look first, without locks: the relay is normally days ahead of this.
+      pqxx::nontransaction look(conn);
+      if (HoldsUnpublished(look, quoted)) return keep();
+    }
+    try {
+      pqxx::work tx(conn);
+      SetLockTimeout(tx, policy);
+      tx.exec("ALTER TABLE outbox DETACH PARTITION " + quoted);
+      if (HoldsUnpublished(tx, quoted)) {
+        tx.abort();
+        return keep();
+      }
+      // In the same transaction as the detach: a day is under one parent or the other, never neither.
+      // INHERIT changes the catalog only; attaching as a partition would scan the whole day.
+      tx.exec(past_retention ? "DROP TABLE " + quoted : "ALTER TABLE " + quoted + " INHERIT " + kHistory);
+      tx.commit();
+      (past_retention ? report.dropped : report.moved_to_history).push_back(part);
+    } catch (const pqxx::sql_error& e) {
+      // 55P03 lock_not_available: writers or long readers hold the table; the next run tries again.
+      if (e.sqlstate() == "55P03") {
+        spdlog::warn("outbox retention: {} is busy (lock timeout), trying again next run", part);
+        return;
+      }
+      // Anything else (its columns no longer match outbox_history's, say) keeps the day where it is, and
+      // the rest of the pass goes on: a day left in `outbox` costs the relay, it loses nothing.
+      spdlog::error("outbox retention: {} stays in outbox: {}", part, e.what());
+      report.failed.push_back(part);
+    }
+  }
+
+  // A day further ahead than days_ahead (made while the setting was larger, or by migration 0001) goes while
+  // it is empty: the days ahead exist so that no insert lands in outbox_default, and each one costs every
+  // claim of the relay.
+  static void TrimAhead(pqxx::connection& conn, const std::string& part, const RetentionPolicy& policy,
+                        RetentionReport& report) {
+    const auto quoted = conn.quote_name(part);
+    try {
+      pqxx::work tx(conn);
+      SetLockTimeout(tx, policy);
+      tx.exec("ALTER TABLE outbox DETACH PARTITION " + quoted);
+      if (tx.exec1("SELECT EXISTS (SELECT 1 FROM " + quoted + ")")[0].as<bool>()) {
+        tx.abort();
+        return;
+      }
+      tx.exec("DROP TABLE " + quoted);
+      tx.commit();
+      report.trimmed_ahead.push_back(part);
+    } catch (const pqxx::sql_error& e) {
+      if (e.sqlstate() != "55P03") throw;
+      spdlog::warn("outbox retention: {} is busy (lock timeout), trying again next run", part);
+    }
   }
 
   DbResult<std::vector<ParkedEvent>> ListParked(int limit) override {
