@@ -237,6 +237,7 @@ int main(int argc, char** argv) {
     std::string charge;
     int sequence;
     std::int64_t at_us;
+    std::int64_t produced_ms;  // the relay's produce call (the message's CreateTime), -1 if the broker gave none
   };
   std::vector<Consumed> consumed;
   std::int64_t received = 0;
@@ -265,8 +266,10 @@ int main(int argc, char** argv) {
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->key != nullptr) {
       const auto sequence = Field({static_cast<const char*>(m->payload), m->len}, "sequence");
       if (sequence == 1 || sequence == 2) {
+        rd_kafka_timestamp_type_t type;
+        const auto produced_ms = rd_kafka_message_timestamp(m, &type);
         consumed.push_back({std::string(static_cast<const char*>(m->key), m->key_len), static_cast<int>(sequence),
-                            NowMicros()});
+                            NowMicros(), type == RD_KAFKA_TIMESTAMP_CREATE_TIME ? produced_ms : -1});
         ++received;
       }
     }
@@ -280,6 +283,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<double> latencies_ms;
+  std::vector<double> to_produce_ms;  // commit -> the relay's produce call: where a late event waited
   std::int64_t unmatched = 0;  // an event of another run's charge (none expected: keys carry this run's start)
   for (const auto& c : consumed) {
     const auto commit = committed.Get(c.charge, c.sequence);
@@ -287,19 +291,24 @@ int main(int argc, char** argv) {
       ++unmatched;
     } else if (commit >= measure_from_us && commit < end_us) {
       latencies_ms.push_back(std::max(0.0, static_cast<double>(c.at_us - commit) / 1000.0));
+      if (c.produced_ms >= 0) {
+        to_produce_ms.push_back(std::max(0.0, static_cast<double>(c.produced_ms * 1000 - commit) / 1000.0));
+      }
     }
   }
   std::sort(latencies_ms.begin(), latencies_ms.end());
+  std::sort(to_produce_ms.begin(), to_produce_ms.end());
   const double window_s = static_cast<double>(window_end - window_start) / 1e6;
   std::printf("written %lld charges (%lld write failures), %lld events received of %lld (%lld not this run's)\n",
               static_cast<long long>(charges), static_cast<long long>(failures.load()),
               static_cast<long long>(received - unmatched), static_cast<long long>(expected),
               static_cast<long long>(unmatched));
   std::printf(
-      "RESULT rate=%.0f events=%zu p50_ms=%.2f p99_ms=%.2f max_ms=%.2f pg_cpu_s=%.3f relay_sessions_cpu_s=%.3f "
-      "relay_cpu_s=%.3f seconds=%.3f\n",
+      "RESULT rate=%.0f events=%zu p50_ms=%.2f p99_ms=%.2f max_ms=%.2f produced_p50_ms=%.2f produced_p99_ms=%.2f "
+      "pg_cpu_s=%.3f relay_sessions_cpu_s=%.3f relay_cpu_s=%.3f seconds=%.3f\n",
       a.rate, latencies_ms.size(), Percentile(latencies_ms, 0.5), Percentile(latencies_ms, 0.99),
-      latencies_ms.empty() ? -1.0 : latencies_ms.back(), pg1 - pg0, sessions1 - sessions0, relay1 - relay0, window_s);
+      latencies_ms.empty() ? -1.0 : latencies_ms.back(), Percentile(to_produce_ms, 0.5),
+      Percentile(to_produce_ms, 0.99), pg1 - pg0, sessions1 - sessions0, relay1 - relay0, window_s);
   // Events never seen count as failures: a benchmark must not report the speed of losses.
   const bool complete = !consume || received - unmatched == expected;
   return failures.load() == 0 && complete ? 0 : 1;

@@ -203,6 +203,8 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       ready_ = false;
       if (!owned.empty()) spdlog::warn("database session lost: released all {} shards", owned.size());
       owned.clear();
+      unmarked_.clear();  // sent again by whoever owns their shards next
+      unmarked_positions_.clear();
       probe_.SetOwnership(options_.worker, 0, 0);
       if (auto opened = session_.Open(); !opened) {
         failed("opening the relay session", opened.error());
@@ -212,6 +214,11 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       failures = 0;
     }
     if (Clock::now() >= next_rebalance) {
+      // Before letting shards go: their next owner must not send again what this one delivered.
+      if (!MarkDelivered()) {
+        wait_after_failure();
+        continue;
+      }
       auto assignment = session_.Rebalance();
       if (!assignment) {
         failed("rebalancing shards", assignment.error());
@@ -234,7 +241,7 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       if (stop.load()) break;
     }
     const auto claimed_at = Clock::now();
-    auto batch = session_.Claim(owned, options_.batch_size, options_.waves);
+    auto batch = session_.Claim(owned, options_.batch_size, options_.waves, unmarked_positions_);
     if (!batch) {
       failed("claiming events", batch.error());
       continue;
@@ -244,6 +251,12 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
         // Events came a moment ago and more are likely: look again shortly instead of arming, since an
         // armed relay makes the next writer NOTIFY, and every NOTIFY serialises a commit.
         next_claim = claimed_at + empty_poll;
+        if (MarkDue() && !MarkDelivered()) wait_after_failure();
+        continue;
+      }
+      // Nothing is left unmarked while the loop sleeps.
+      if (!MarkDelivered()) {
+        wait_after_failure();
         continue;
       }
       // Idle. Arm the wake-up first (writers of our shards then NOTIFY; migration 0004), and when that
@@ -292,10 +305,32 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
       case BatchOutcome::kFatal:
         spdlog::error("kafka producer is unusable: {}; exiting so that a fresh process takes over",
                       publisher_.fatal_reason());
+        MarkDelivered();
         return kExitFatalProducer;
     }
   }
+  if (session_.IsOpen()) MarkDelivered();
   return 0;
+}
+
+bool RelayLoop::MarkDue() const {
+  return !unmarked_.empty() && (std::ssize(unmarked_) >= options_.mark_at_once ||
+                                Clock::now() - oldest_unmarked_ >= options_.mark_delay);
+}
+
+bool RelayLoop::MarkDelivered() {
+  if (unmarked_.empty()) return true;
+  const auto marked = session_.MarkPublished(unmarked_);
+  const auto count = unmarked_.size();
+  unmarked_.clear();
+  unmarked_positions_.clear();
+  if (!marked) {
+    probe_.OnDatabaseError();
+    spdlog::warn("marking {} delivered events failed ({}); they will be sent again", count, marked.error().detail);
+    return false;
+  }
+  probe_.OnPublished(*marked);
+  return true;
 }
 
 RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::OutboxEvent>& batch,
@@ -338,8 +373,7 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
     return BatchOutcome::kRetryLater;
   }
 
-  std::vector<const outbox::OutboxEvent*> delivered;
-  delivered.reserve(batch.size());
+  if (unmarked_.empty()) oldest_unmarked_ = Clock::now();
   std::int64_t retriable = 0;
   std::int64_t parked = 0;
   std::int64_t held = 0;
@@ -357,7 +391,8 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
     }
     switch (kafka::RetryabilityOf(result.status)) {
       case retry::Retryability::kDefinitive:
-        delivered.push_back(&batch[i]);
+        unmarked_.push_back({.position = batch[i].position, .created_at_us = batch[i].created_at_us});
+        unmarked_positions_.push_back(batch[i].position);
         break;
       case retry::Retryability::kNever:
         // Parked, it stays unpublished: its charge's later events keep waiting behind it (a claim holds
@@ -379,15 +414,9 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
         break;
     }
   }
-  // What was delivered is marked even when the rest failed: it would only be sent again otherwise.
-  auto marked = session_.MarkPublished(delivered);
-  if (marked) {
-    probe_.OnPublished(*marked);
-  } else {
-    probe_.OnDatabaseError();
-    spdlog::warn("marking {} delivered events failed ({}); they will be sent again", delivered.size(),
-                 marked.error().detail);
-  }
+  // What was delivered is marked even when the rest failed (it would only be sent again otherwise), now
+  // or with a later batch's.
+  const bool marked = !MarkDue() || MarkDelivered();
   if (parked > 0) probe_.OnParked(parked);
   if (retriable > 0 || (held > 0 && stop.load())) {
     probe_.OnRetriableErrors(retriable);

@@ -54,9 +54,9 @@ class OutboxStoreTest : public ::testing::Test {
     return out;
   }
 
-  static std::vector<const OutboxEvent*> Pointers(const std::vector<OutboxEvent>& events) {
-    std::vector<const OutboxEvent*> out;
-    for (const auto& e : events) out.push_back(&e);
+  static std::vector<DeliveredRow> Rows(const std::vector<OutboxEvent>& events) {
+    std::vector<DeliveredRow> out;
+    for (const auto& e : events) out.push_back({.position = e.position, .created_at_us = e.created_at_us});
     return out;
   }
 
@@ -103,8 +103,8 @@ TEST_F(OutboxStoreTest, ClaimReturnsOnlyTheFirstUnpublishedEventOfEachCharge) {
 
   // A claim marks nothing: claiming again returns the same events.
   EXPECT_EQ(Ids(session->Claim(assignment.owned, 100, 1).value()), expected);
-  EXPECT_EQ(session->MarkPublished(Pointers(first)).value(), 2);
-  EXPECT_EQ(session->MarkPublished(Pointers(first)).value(), 0);  // already published: nothing changes
+  EXPECT_EQ(session->MarkPublished(Rows(first)).value(), 2);
+  EXPECT_EQ(session->MarkPublished(Rows(first)).value(), 0);  // already published: nothing changes
 
   EXPECT_THAT(Ids(session->Claim(assignment.owned, 100, 1).value()), ElementsAre(a2));
   EXPECT_THAT(Ids(session->Claim({7}, 100, 1).value()), IsEmpty());  // only shard 5 has something left
@@ -166,6 +166,27 @@ TEST_F(OutboxStoreTest, ClaimReturnsEachChargesNextEventsInWavesAndNothingPastAP
   EXPECT_THAT(cut, ElementsAre(a1, b1, a2));
 }
 
+TEST_F(OutboxStoreTest, AClaimLeavesOutWhatTheSessionDeliveredAndHasNotMarkedYet) {
+  const auto a1 = Insert("ch_a", 1, 4);
+  const auto a2 = Insert("ch_a", 2, 4);
+  const auto b1 = Insert("ch_b", 1, 4);
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  const auto first = session->Claim(owned, 100, 1).value();
+  ASSERT_THAT(Ids(first), ::testing::UnorderedElementsAre(a1, b1));
+  const auto& a1_event = *std::find_if(first.begin(), first.end(), [&](const auto& e) { return e.id == a1; });
+
+  // a1 delivered, not marked: ch_a's next event is its wave 0 now, and the limit counts past a1.
+  const auto next = session->Claim(owned, 2, 1, {a1_event.position}).value();
+  std::map<std::string, int> wave_of;
+  for (const auto& e : next) wave_of[e.id] = e.wave;
+  EXPECT_EQ(wave_of, (std::map<std::string, int>{{a2, 0}, {b1, 0}}));
+  // Still unpublished in the database until marked; then gone for good.
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"), "3");
+  EXPECT_EQ(session->MarkPublished(Rows({a1_event})).value(), 1);
+  EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ::testing::UnorderedElementsAre(a2, b1));
+}
+
 TEST_F(OutboxStoreTest, ClaimKeepsAChargesOrderAcrossDayPartitions) {
   // Event 1 sits in yesterday's partition, event 2 in today's: the claim reads both partitions of the
   // shard in position order, so it still sees event 1 first and holds event 2 back.
@@ -177,7 +198,7 @@ TEST_F(OutboxStoreTest, ClaimKeepsAChargesOrderAcrossDayPartitions) {
   const auto owned = session->Rebalance().value().owned;
   const auto first = session->Claim(owned, 100, 1).value();
   EXPECT_THAT(Ids(first), ElementsAre(a1));
-  EXPECT_EQ(session->MarkPublished(Pointers(first)).value(), 1);
+  EXPECT_EQ(session->MarkPublished(Rows(first)).value(), 1);
   EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ElementsAre(a2));
 }
 
@@ -196,7 +217,7 @@ TEST_F(OutboxStoreTest, UnderABacklogLargerThanABatchTheOldestEventsGoFirstWhate
     for (const auto& e : batch) claimed.push_back(e.id);
     const auto to = std::min(std::ssize(written), from + 16);
     EXPECT_EQ(claimed, std::vector<std::string>(written.begin() + from, written.begin() + to)) << "from " << from;
-    EXPECT_EQ(session->MarkPublished(Pointers(batch)).value(), static_cast<std::int64_t>(batch.size()));
+    EXPECT_EQ(session->MarkPublished(Rows(batch)).value(), static_cast<std::int64_t>(batch.size()));
   }
   EXPECT_THAT(session->Claim(owned, 16, 1).value(), IsEmpty());
 }
@@ -454,7 +475,7 @@ TEST_F(OutboxStoreTest, RetentionMovesPublishedDaysOlderThanYesterdayToHistoryAn
   const auto claimed = session->Claim(owned, 10, 1).value();
   ASSERT_EQ(claimed.size(), 1u);
   EXPECT_EQ(claimed[0].id, waiting_day);
-  EXPECT_EQ(session->MarkPublished(Pointers(claimed)).value(), 1);
+  EXPECT_EQ(session->MarkPublished(Rows(claimed)).value(), 1);
 
   // Published now, it follows on the next run; a second run with nothing to do changes nothing.
   const auto again = admin->RunRetention({.retention_days = 7, .days_ahead = 7}).value();

@@ -10,6 +10,7 @@
 #include <boost/json/parse.hpp>
 #include <csignal>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "http_test_client.hpp"
@@ -36,8 +37,25 @@ class OutboxRelayE2E : public ::testing::Test {
   bool AllPublished(std::chrono::milliseconds timeout) {
     return Eventually([&] { return Unpublished(db()) == 0; }, timeout);
   }
+  // A relay that is ready and has published one event (its producer connected); that event is `warm_up_`
+  // and the batches counted so far `batches_before_`.
+  std::unique_ptr<ServiceProcess> StartWarmRelay(const EnvChanges& extra) {
+    auto relay = fixture_->StartRelay(extra);
+    HttpTestClient client(relay->admin_port());
+    EXPECT_TRUE(Eventually([&] { return client.Get("/readyz").status() == 200; }, 20s)) << relay->Output();
+    warm_up_ = WriteEvent(db().url(), NewUuid(), 1);
+    EXPECT_TRUE(AllPublished(20s));
+    batches_before_ = MetricValue(relay->admin_port(), "outbox_batch_events_count").value_or(-1);
+    EXPECT_GE(batches_before_, 1.0);
+    return relay;
+  }
+  double BatchesSinceWarmUp(const ServiceProcess& relay) {
+    return *MetricValue(relay.admin_port(), "outbox_batch_events_count") - batches_before_;
+  }
 
   std::unique_ptr<RelayE2E> fixture_;
+  WrittenEvent warm_up_;
+  double batches_before_ = 0;
 };
 
 TEST_F(OutboxRelayE2E, EveryEventArrivesWithItsKeyValueAndCloudEventsHeaders) {
@@ -132,13 +150,8 @@ TEST_F(OutboxRelayE2E, TheInsertNotificationDeliversWithin100msAtIdle) {
 // relay.linger: under a steady trickle, the events committed within one linger share a claim, a mark and
 // a produce, instead of a batch each; none waits much longer than the linger.
 TEST_F(OutboxRelayE2E, ASteadyTrickleIsPublishedInBatchesOneLingerApart) {
-  auto relay = fixture_->StartRelay({{"RELAY_LINGER", "250ms"}});
-  HttpTestClient client(relay->admin_port());
-  ASSERT_TRUE(Eventually([&] { return client.Get("/readyz").status() == 200; }, 20s)) << relay->Output();
-  const auto warm_up = WriteEvent(db().url(), NewUuid(), 1);
-  ASSERT_TRUE(AllPublished(20s));
-  const auto batches_before = MetricValue(relay->admin_port(), "outbox_batch_events_count");
-  ASSERT_TRUE(batches_before.has_value());
+  auto relay = StartWarmRelay({{"RELAY_LINGER", "250ms"}});
+  ASSERT_FALSE(HasFailure());
 
   std::vector<WrittenEvent> written;
   const auto start = std::chrono::steady_clock::now();
@@ -150,15 +163,54 @@ TEST_F(OutboxRelayE2E, ASteadyTrickleIsPublishedInBatchesOneLingerApart) {
   // fit in the time the writes really took.
   const auto lingers = std::chrono::duration<double>(std::chrono::steady_clock::now() - start) / 250ms;
   ASSERT_TRUE(AllPublished(20s));
-  const auto batches = *MetricValue(relay->admin_port(), "outbox_batch_events_count") - *batches_before;
+  const auto batches = BatchesSinceWarmUp(*relay);
   // About one batch a linger (1.5 s / 250 ms when the writes keep time); without the linger every event
   // would have been a batch of its own.
   EXPECT_LE(batches, lingers + 3) << "over " << lingers << " lingers";
   EXPECT_GE(batches, 2.0);
   const auto slowest_ms = std::stod(db().Scalar(
-      "SELECT max(extract(epoch FROM published_at - created_at) * 1000) FROM outbox WHERE id <> '" + warm_up.id + "'"));
+      "SELECT max(extract(epoch FROM published_at - created_at) * 1000) FROM outbox WHERE id <> '" + warm_up_.id + "'"));
   EXPECT_LT(slowest_ms, 1500.0) << "an event waited far longer than relay.linger";
   EXPECT_THAT(ContractViolations(ConsumeAll(fixture_->topic(), written, 30s), written), IsEmpty());
+}
+
+// Marks: under a steady flow the events delivered by several claims are marked by one statement (one
+// published_at), the claims meanwhile leave them out, so a charge's next events go out once and in order,
+// and SIGTERM marks whatever was delivered before the process ends.
+TEST_F(OutboxRelayE2E, DeliveredEventsAreMarkedSeveralClaimsAtATimeAndAllOfThemOnSigterm) {
+  auto relay = StartWarmRelay({{"RELAY_LINGER", "5ms"}});
+  ASSERT_FALSE(HasFailure());
+
+  // Two charges, their events one after the other every 10 ms: each claim finds the next of a charge
+  // whose previous event is delivered and, mostly, not marked yet.
+  const std::string charges[] = {NewUuid(), NewUuid()};
+  std::vector<WrittenEvent> written;
+  EventWriter writer(db().url());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 80; ++i) {
+    std::this_thread::sleep_until(start + i * 10ms);
+    written.push_back(writer.Write(charges[i % 2], i / 2 + 1));
+  }
+  ASSERT_TRUE(Eventually([&] { return fixture_->topic().Consume(81, 1s).size() >= 81; }, 20s))
+      << "not everything was delivered";
+  const auto batches = BatchesSinceWarmUp(*relay);
+  relay->process().Signal(SIGTERM);
+  const auto exit = relay->process().Wait(15s);
+  EXPECT_EQ(exit.exit_code, 0) << exit.out;
+  EXPECT_EQ(Unpublished(db()), 0) << "delivered events left unmarked at exit";
+
+  const auto marks = std::stod(
+      db().Scalar("SELECT count(DISTINCT published_at) FROM outbox WHERE id <> '" + warm_up_.id + "'"));
+  EXPECT_LT(marks, batches) << "every batch was marked on its own";
+  const auto consumed = ConsumeAll(fixture_->topic(), written, 30s);
+  EXPECT_THAT(ContractViolations(consumed, written), IsEmpty());
+  std::set<std::string> ids;
+  for (const auto& e : written) ids.insert(e.id);
+  const auto copies = std::count_if(consumed.begin(), consumed.end(), [&](const auto& m) {
+    const auto id = EventId(m);
+    return id && ids.contains(*id);
+  });
+  EXPECT_EQ(copies, std::ssize(written)) << "an event delivered and not yet marked was sent again";
 }
 
 // A full batch means a backlog: the next claim follows at once, whatever the linger.

@@ -82,6 +82,17 @@ WrittenEvent WriteEvent(const std::string& database_url, const std::string& char
   return Insert(conn, charge_uuid, sequence, payload_bytes, traceparent);
 }
 
+EventWriter::EventWriter(const std::string& database_url)
+    : conn_(std::make_unique<pqxx::connection>(database_url)) {
+  conn_->prepare("insert_event", kInsert);
+}
+
+EventWriter::~EventWriter() = default;
+
+WrittenEvent EventWriter::Write(const std::string& charge_uuid, int sequence) {
+  return Insert(*conn_, charge_uuid, sequence, 0, "");
+}
+
 std::vector<WrittenEvent> WriteChargeEvents(const std::string& database_url, int charges, int threads,
                                             int payload_bytes) {
   std::vector<std::future<std::vector<WrittenEvent>>> workers;

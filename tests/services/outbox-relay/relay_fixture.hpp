@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <pqxx/pqxx>
+
 #include "child_process.hpp"
 #include "kafka_test_topic.hpp"
 #include "pg_test_database.hpp"
@@ -33,6 +35,17 @@ std::vector<WrittenEvent> WriteChargeEvents(const std::string& database_url, int
 // One event for a new or given charge; returns it.
 WrittenEvent WriteEvent(const std::string& database_url, const std::string& charge_uuid, int sequence,
                         int payload_bytes = 0, const std::string& traceparent = "");
+
+// Events written one at a time on one connection kept open, for a test that paces them closely.
+class EventWriter {
+ public:
+  explicit EventWriter(const std::string& database_url);
+  ~EventWriter();
+  WrittenEvent Write(const std::string& charge_uuid, int sequence);
+
+ private:
+  std::unique_ptr<pqxx::connection> conn_;
+};
 
 std::string NewUuid();
 std::string ChargeId(const std::string& uuid);  // the public id, as the charge store writes aggregateid

@@ -47,6 +47,12 @@ struct OutboxEvent {
   int wave = 0;
 };
 
+// A delivered event's row: as much of it as marking it published takes.
+struct DeliveredRow {
+  std::int64_t position = 0;
+  std::int64_t created_at_us = 0;
+};
+
 // What a relay owns after a rebalance.
 struct ShardAssignment {
   std::vector<int> owned;  // ascending
@@ -76,10 +82,16 @@ class RelaySession {
   // (at most `waves` of them; later ones are cut). A charge with a parked event has no event in the
   // claim. Empty `shards` returns nothing. The caller must not produce an event of wave k+1 before its
   // charge's event of wave k is persisted: that is what keeps a charge's events in order.
-  virtual DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) = 0;
+  // `unmarked`: positions of events this session delivered and has not marked yet; they are left out as
+  // if published, so a charge's next event is its wave 0.
+  virtual DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves,
+                                                   const std::vector<std::int64_t>& unmarked) = 0;
+  DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) {
+    return Claim(shards, limit, waves, {});
+  }
 
-  // Marks these events published (they were delivered); returns how many rows changed.
-  virtual DbResult<std::int64_t> MarkPublished(const std::vector<const OutboxEvent*>& events) = 0;
+  // Marks these rows published (their events were delivered); returns how many rows changed.
+  virtual DbResult<std::int64_t> MarkPublished(const std::vector<DeliveredRow>& rows) = 0;
 
   // Parks an event Kafka refused permanently, with the error text for the operator.
   virtual DbResult<void> Park(const OutboxEvent& event, const std::string& error) = 0;

@@ -35,14 +35,15 @@ constexpr const char* kNotifyChannel = "outbox_inserted";
 // The member's window: its oldest $4 unpublished events, in position order, from its shards. Shards
 // are owned in contiguous ranges, so BETWEEN is tested on the index entry and other members' rows
 // cost no heap visit; $3 lists the shards only while a rebalance leaves holes in the range (empty
-// otherwise: ANY walks the whole array for every row). A charge with a
+// otherwise: ANY walks the whole array for every row); $5 holds the events this session delivered and
+// has not marked yet (the relay marks once every few claims), left out like published ones. A charge with a
 // parked event is left out entirely (its later events wait behind it), and so is the parked event:
 // however many are parked, they never fill the window. The relay numbers each charge's events in the
 // window (the waves); no lookup per row is needed because, within a charge, position order is
 // sequence order (event N is committed before N+1 is inserted, and position is drawn at insert), and
 // every event of a charge is in one shard: an unpublished predecessor of any row in the window is
 // earlier in the same window (docs, "The claim query"). Nothing committed can be created in the
-// future, so the partitions made ahead are skipped. ce_time is formatted by the relay from the epoch
+// future, so both scans skip the partitions made ahead. ce_time is formatted by the relay from the epoch
 // microseconds: to_char costs about 1 µs a row. producer (0009) makes ce_source.
 constexpr db::Statement kClaim{
     "outbox_claim",
@@ -54,8 +55,9 @@ constexpr db::Statement kClaim{
       WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint
         AND (cardinality($3::int[]) = 0 OR o.shard::int = ANY($3::int[])) AND o.parked_at IS NULL
         AND o.aggregateid NOT IN (SELECT p.aggregateid FROM outbox p
-                                  WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL)
-        AND o.created_at < now() + interval '1 hour'
+                                  WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL
+                                    AND p.created_at < now() + interval '1 hour')
+        AND o.created_at < now() + interval '1 hour' AND o.position <> ALL($5::bigint[])
       ORDER BY o.position LIMIT $4)sql"};
 
 // Found through outbox_unpublished_in_order, in the order the claim read them. position identifies
@@ -97,7 +99,9 @@ constexpr db::Statement kUnlockShards{
 
 constexpr db::Statement kRelayStatements[] = {kClaim, kMark, kPark, kMembers, kLockShards, kUnlockShards};
 
-std::string IntArray(const std::vector<int>& values) {
+// A PostgreSQL array literal of integers.
+template <typename Int>
+std::string ArrayLiteral(const std::vector<Int>& values) {
   std::string out = "{";
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (i > 0) out += ',';
@@ -106,6 +110,8 @@ std::string IntArray(const std::vector<int>& values) {
   out += '}';
   return out;
 }
+std::string IntArray(const std::vector<int>& values) { return ArrayLiteral(values); }
+std::string BigintArray(const std::vector<std::int64_t>& values) { return ArrayLiteral(values); }
 
 std::vector<int> ReadInts(const pqxx::result& r) {
   std::vector<int> out;
@@ -262,7 +268,8 @@ class PgRelaySession final : public RelaySession {
     });
   }
 
-  DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves) override {
+  DbResult<std::vector<OutboxEvent>> Claim(const std::vector<int>& shards, int limit, int waves,
+                                           const std::vector<std::int64_t>& unmarked) override {
     if (shards.empty()) return std::vector<OutboxEvent>{};
     return Guarded<std::vector<OutboxEvent>>([&] {
       pqxx::nontransaction tx(*conn_);
@@ -270,8 +277,8 @@ class PgRelaySession final : public RelaySession {
       std::sort(owned.begin(), owned.end());
       owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
       const bool whole_range = std::ssize(owned) == owned.back() - owned.front() + 1;
-      const auto r =
-          tx.exec_prepared(kClaim.name, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned), limit);
+      const auto r = tx.exec_prepared(kClaim.name, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned),
+                                      limit, BigintArray(unmarked));
       std::vector<OutboxEvent> out;
       out.reserve(r.size());
       // Each charge's events in the window, counted as they come in position order: the k-th is wave k.
@@ -300,23 +307,23 @@ class PgRelaySession final : public RelaySession {
     });
   }
 
-  DbResult<std::int64_t> MarkPublished(const std::vector<const OutboxEvent*>& events) override {
-    if (events.empty()) return std::int64_t{0};
+  DbResult<std::int64_t> MarkPublished(const std::vector<DeliveredRow>& rows) override {
+    if (rows.empty()) return std::int64_t{0};
     return Guarded<std::int64_t>([&] {
       // Any order: the index scan sorts an = ANY array itself.
-      std::string positions = "{";
-      std::int64_t oldest = events.front()->created_at_us;
+      std::vector<std::int64_t> positions;
+      positions.reserve(rows.size());
+      std::int64_t oldest = rows.front().created_at_us;
       std::int64_t newest = oldest;
-      for (std::size_t i = 0; i < events.size(); ++i) {
-        if (i > 0) positions += ',';
-        positions += std::to_string(events[i]->position);
-        oldest = std::min(oldest, events[i]->created_at_us);
-        newest = std::max(newest, events[i]->created_at_us);
+      for (const auto& row : rows) {
+        positions.push_back(row.position);
+        oldest = std::min(oldest, row.created_at_us);
+        newest = std::max(newest, row.created_at_us);
       }
-      positions += '}';
       // One statement is its own transaction: no BEGIN and COMMIT round trips around it.
       pqxx::nontransaction tx(*conn_);
-      return static_cast<std::int64_t>(tx.exec_prepared(kMark.name, positions, oldest, newest).affected_rows());
+      return static_cast<std::int64_t>(
+          tx.exec_prepared(kMark.name, BigintArray(positions), oldest, newest).affected_rows());
     });
   }
 

@@ -1,0 +1,14 @@
+# Sourced by the benchmarks' scripts: where a phase's CPU went, process by process.
+#
+# process_cpu_seconds PID: the CPU seconds (user + system, all threads) one live process has used so far;
+# 0 if it is gone. Fields as in postgres_cpu.sh.
+process_cpu_seconds() {
+  { cat "/proc/$1/stat" 2>/dev/null || echo "$1 (gone) X 0 0 0 0 0 0 0 0 0 0 0 0"; } |
+    awk -v tick="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.3f\n", ($12 + $13) / tick }'
+}
+
+# machine_cpu_seconds: the CPU seconds all cores have spent busy so far (/proc/stat: user, nice, system,
+# irq, softirq and steal; idle and iowait left out).
+machine_cpu_seconds() {
+  awk -v tick="$(getconf CLK_TCK)" '$1 == "cpu" { printf "%.3f\n", ($2 + $3 + $4 + $7 + $8 + $9) / tick }' /proc/stat
+}
