@@ -1,6 +1,6 @@
 // outbox-relay as it runs: the real binary against a real PostgreSQL and Kafka, read back with a real
 // consumer. Headers, the NOTIFY and polling paths, relay.linger (a trickle batched, a backlog back to
-// back), a crash between publishing and marking, three relays sharing 10,000 charges' events written
+// back), one mark for several claims, a crash between publishing and marking, three relays sharing 10,000 charges' events written
 // concurrently (and one of them killed mid-run), poison events with the parked commands, retention as a
 // subcommand, and graceful SIGTERM.
 #include <gmock/gmock.h>
