@@ -83,8 +83,8 @@ class RdKafkaPublisher final : public EventPublisher {
     rd_kafka_destroy(rk_);
   }
 
-  std::vector<DeliveryResult> PublishBatch(const std::vector<Message>& messages,
-                                           const std::atomic<bool>& cancel) override {
+  std::vector<DeliveryResult> PublishBatch(const std::vector<Message>& messages, const std::atomic<bool>& cancel,
+                                           const std::function<void()>& still_waiting) override {
     // The topic handle is made on first use, after EnsureTopic: making it starts metadata requests.
     if (topic_ == nullptr) topic_ = rd_kafka_topic_new(rk_, options_.topic.c_str(), nullptr);
     ++batch_;
@@ -102,6 +102,7 @@ class RdKafkaPublisher final : public EventPublisher {
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;
         if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && waiting()) {
           rd_kafka_poll(rk_, 100);  // serves delivery reports, which frees queue space
+          still_waiting();
           continue;
         }
         Report(i, Classify(err, RD_KAFKA_MSG_STATUS_NOT_PERSISTED));
@@ -110,7 +111,10 @@ class RdKafkaPublisher final : public EventPublisher {
     }
     // flush, not poll: it serves the reports the same way, and it sends what lingers at once (linger.ms is
     // ignored while it runs), so linger.ms batches the burst of produce calls without delaying its tail.
-    while (remaining_ > 0 && waiting()) rd_kafka_flush(rk_, 100);
+    while (remaining_ > 0 && waiting()) {
+      rd_kafka_flush(rk_, 100);
+      if (remaining_ > 0) still_waiting();
+    }
     if (remaining_ > 0 && !cancel.load() && !fatal()) {
       // The deadline passed: what is still queued (never sent) is dropped, so that it does not go out
       // late beside the next batch's copy; what is in flight is left to librdkafka (purging it would

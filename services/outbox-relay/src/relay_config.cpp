@@ -113,6 +113,15 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
                                   "working relay would be restarted");
   }
 
+  // The loop's claims share a transaction, idle between them for a linger (at most a mark's delay, 50 ms:
+  // a longer sleep ends it first) or 100 ms of Kafka's reports: a shorter server-side timeout would end
+  // the session, and the shards with it, every few claims.
+  if (const auto idle = c.database.idle_in_transaction_timeout; idle.count() > 0 && idle < seconds{1}) {
+    throw config::ConfigError("database.idle_in_transaction_timeout",
+                              "must be 0 (the server's setting) or at least 1s for the relay: its claims share a "
+                              "transaction, idle up to a linger or 100 ms of Kafka's reports between them");
+  }
+
   c.metrics_refresh = r.Duration("metrics.refresh_interval", seconds{2}, milliseconds{50}, std::chrono::minutes{10});
   c.retention_enabled = r.Boolean("retention.enabled", true);
   c.retention_interval = r.Duration("retention.interval", std::chrono::hours{1}, seconds{1}, std::chrono::hours{24});

@@ -183,7 +183,10 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
   // Alone in its process, the loop waits the backoff's ceiling itself (retry/backoff.hpp says why).
   const retry::Backoff backoff(options_.backoff);
   int failures = 0;  // since the last success
-  auto wait_after_failure = [&] { SleepUnless(stop, backoff.Ceiling(failures++)); };
+  auto wait_after_failure = [&] {
+    EndClaims();
+    SleepUnless(stop, backoff.Ceiling(failures++));
+  };
   auto failed = [&](const char* what, const outbox::DbError& error) {
     probe_.OnDatabaseError();
     spdlog::warn("{} failed ({}: {}), trying again in {}ms", what, db::ToString(error.code), error.detail,
@@ -237,6 +240,7 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
     // Lingering lets the events committed meanwhile join one claim, one mark and one produce: under a
     // steady flow the database's work follows the events instead of the polls.
     if (const auto now = Clock::now(); now < next_claim) {
+      if (next_claim - now > options_.mark_delay) EndClaims();
       SleepUnless(stop, std::chrono::ceil<milliseconds>(next_claim - now));
       if (stop.load()) break;
     }
@@ -318,6 +322,10 @@ bool RelayLoop::MarkDue() const {
                                 Clock::now() - oldest_unmarked_ >= options_.mark_delay);
 }
 
+void RelayLoop::EndClaims() {
+  if (auto ended = session_.EndClaims(); !ended) probe_.OnDatabaseError();
+}
+
 bool RelayLoop::MarkDelivered() {
   if (unmarked_.empty()) return true;
   const auto marked = session_.MarkPublished(unmarked_);
@@ -360,7 +368,7 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
     }
     if (messages.empty()) break;  // every charge with a later wave stopped
     Beat();
-    const auto reports = publisher_.PublishBatch(messages, stop);
+    const auto reports = publisher_.PublishBatch(messages, stop, [this] { EndClaims(); });
     for (std::size_t j = 0; j < members.size(); ++j) {
       results[members[j]] = reports[j];
       sent[members[j]] = true;

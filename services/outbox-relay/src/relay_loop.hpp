@@ -110,6 +110,9 @@ class RelayLoop {
   // Marks the delivered events not marked yet; false (and they are forgotten: sent again) if that failed.
   bool MarkDelivered();
   bool MarkDue() const;
+  // Before the loop waits on anything but the database for longer than a mark's delay (a backoff, a long
+  // linger, Kafka's slow reports): its claims' transaction holds locks a DDL statement would wait behind.
+  void EndClaims();
   bool EnsureTopic(const std::atomic<bool>& stop);
 
   outbox::RelaySession& session_;

@@ -187,6 +187,60 @@ TEST_F(OutboxStoreTest, AClaimLeavesOutWhatTheSessionDeliveredAndHasNotMarkedYet
   EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ::testing::UnorderedElementsAre(a2, b1));
 }
 
+// Claims share one transaction until the mark or EndClaims: the outbox's locks are taken once for several
+// claims. Each claim still sees what committed before it, whatever the database's default isolation, and
+// once the transaction ends the session holds nothing a DDL statement or vacuum would wait behind.
+TEST_F(OutboxStoreTest, ClaimsShareATransactionThatSeesEachCommitAndEndsWithTheMarkOrEndClaims) {
+  db_->ExecuteAsAdmin("ALTER DATABASE " + db_->name() + " SET default_transaction_isolation = 'repeatable read'");
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  // The session's row of pg_stat_activity (other tests' sessions have the same name, in their databases).
+  const std::string session_row = "a.application_name = 'outbox-store-test' AND a.datname = current_database()";
+  const auto state = [&] { return db_->Scalar("SELECT state FROM pg_stat_activity a WHERE " + session_row); };
+  const auto outbox_locks = [&] {
+    return db_->Scalar("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+                       " WHERE " + session_row + " AND l.relation = 'outbox'::regclass");
+  };
+  // Held back while the claims' transaction is open, granted once it ends.
+  const auto ddl_waits = [&] {
+    try {
+      pqxx::connection conn(db_->url());
+      pqxx::work tx(conn);
+      tx.exec("SET LOCAL lock_timeout = '200ms'");
+      tx.exec("LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE");
+      return false;
+    } catch (const pqxx::sql_error& e) {
+      if (e.sqlstate() != "55P03") throw;
+      return true;
+    }
+  };
+
+  const auto a1 = Insert("ch_a", 1, 4);
+  const auto first = session->Claim(owned, 100, 1).value();
+  ASSERT_THAT(Ids(first), ElementsAre(a1));
+  EXPECT_EQ(state(), "idle in transaction");
+  EXPECT_EQ(outbox_locks(), "1");
+  const auto b1 = Insert("ch_b", 1, 4);  // committed after the transaction began
+  EXPECT_THAT(Ids(session->Claim(owned, 100, 1, {first[0].position}).value()), ElementsAre(b1));
+  EXPECT_TRUE(ddl_waits());
+
+  EXPECT_EQ(session->MarkPublished(Rows(first)).value(), 1);  // ends it
+  EXPECT_EQ(state(), "idle");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM pg_stat_activity a WHERE " + session_row +
+                        " AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)"),
+            "0");
+  EXPECT_EQ(outbox_locks(), "0");
+  EXPECT_FALSE(ddl_waits());
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"), "1");
+
+  ASSERT_THAT(Ids(session->Claim(owned, 100, 1).value()), ElementsAre(b1));
+  EXPECT_EQ(state(), "idle in transaction");
+  ASSERT_TRUE(session->EndClaims().has_value());
+  EXPECT_EQ(state(), "idle");
+  EXPECT_FALSE(ddl_waits());
+  ASSERT_TRUE(session->EndClaims().has_value());  // nothing open: nothing to do
+}
+
 TEST_F(OutboxStoreTest, ClaimKeepsAChargesOrderAcrossDayPartitions) {
   // Event 1 sits in yesterday's partition, event 2 in today's: the claim reads both partitions of the
   // shard in position order, so it still sees event 1 first and holds event 2 back.

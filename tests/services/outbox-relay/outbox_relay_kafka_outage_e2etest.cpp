@@ -1,5 +1,6 @@
 // Kafka stopped for 30 s while events keep coming, then restarted: nothing is lost, per-charge order
-// holds, and the lag gauge (read from the table) grows during the outage and recovers after it.
+// holds, the lag gauge (read from the table) grows during the outage and recovers after it, and the stuck
+// relay holds no lock a DDL statement on the outbox would wait behind.
 //
 // This suite needs a broker it may stop, so it starts its own: the same `kafka_start`/`kafka_stop`
 // functions of deploy/local/lib/kafka.sh that tests/run uses, on free ports with a state directory of its
@@ -33,6 +34,21 @@ TEST(OutboxRelayKafkaOutageE2E, KafkaStoppedFor30SecondsLosesNothingAndTheLagRec
   // The relay is alive but stuck: the lag, read from the table, keeps growing.
   ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_lag_seconds") >= 10.0; }, 30s));
   EXPECT_GT(Unpublished(fixture.db()), 0);
+  // Waiting on Kafka, the relay's session is not left in a transaction (its claims' transaction ends):
+  // the server would end it after database.idle_in_transaction_timeout, taking the relay's shards, and
+  // meanwhile retention's DETACH and a migration would wait behind its lock, and writers behind them.
+  // (A claim's transaction lasts until the first 100 ms of waiting for reports have passed.)
+  const auto relay_session = [&] {
+    return fixture.db().Scalar(
+        "SELECT string_agg(CASE WHEN state = 'idle in transaction' AND now() - state_change > interval '1 second'"
+        " THEN 'held' ELSE 'free' END, ',') FROM pg_stat_activity"
+        " WHERE datname = current_database() AND application_name = 'outbox-relay'");
+  };
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(relay_session(), "free") << "look " << i;
+    EXPECT_TRUE(OutboxLockedWithin(fixture.db(), 500ms)) << "look " << i;
+    std::this_thread::sleep_for(300ms);
+  }
   std::this_thread::sleep_for(30s - (std::chrono::steady_clock::now() - stopped_at));  // the outage's length is the test
   broker.Start();
 

@@ -228,6 +228,10 @@ TEST(RelayConfigTest, DeadlinesAndTheLivenessTimeoutDerivedFromThem) {
   };
   refused("relay:\n  liveness_timeout: 20s\n", "relay.liveness_timeout");  // below the Kafka delivery deadline
   refused("database:\n  call_timeout: 1s\n", "database.call_timeout");    // below the statement timeout
+  // Below the idle time between the claims of one transaction; 0 (the server's setting) and 1s are taken.
+  refused("database:\n  idle_in_transaction_timeout: 200ms\n", "database.idle_in_transaction_timeout");
+  auto one_second = config::ConfigReader::FromString("database:\n  idle_in_transaction_timeout: 1s\n", Env(base));
+  EXPECT_EQ(LoadConfig(one_second, true).database.idle_in_transaction_timeout, std::chrono::seconds{1});
 }
 
 // The relay's config from `yaml`, with the two required variables and `env`.

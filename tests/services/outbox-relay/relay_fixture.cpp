@@ -136,6 +136,19 @@ std::int64_t Unpublished(const PgTestDatabase& db) {
   return std::stoll(db.Scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"));
 }
 
+bool OutboxLockedWithin(const PgTestDatabase& db, std::chrono::milliseconds timeout) {
+  pqxx::connection conn(db.url());
+  pqxx::work tx(conn);
+  tx.exec("SET LOCAL lock_timeout = '" + std::to_string(timeout.count()) + "ms'");
+  try {
+    tx.exec("LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE");
+    return true;
+  } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() != "55P03") throw;  // lock_not_available
+    return false;
+  }
+}
+
 std::optional<double> MetricValue(std::uint16_t port, const std::string& series) {
   HttpTestClient client(port);
   const auto r = client.Get("/metrics");

@@ -52,6 +52,10 @@ std::string ChargeId(const std::string& uuid);  // the public id, as the charge 
 
 std::int64_t Unpublished(const PgTestDatabase& db);
 
+// Whether a DDL statement's lock on the outbox (ACCESS EXCLUSIVE, as retention's DETACH and a migration's
+// ALTER take it) is granted within `timeout`; the lock is released at once.
+bool OutboxLockedWithin(const PgTestDatabase& db, std::chrono::milliseconds timeout);
+
 // The value of an unlabelled (or exactly labelled, e.g. `name{retryability="never"}`) metric, or nullopt.
 std::optional<double> MetricValue(std::uint16_t port, const std::string& series);
 

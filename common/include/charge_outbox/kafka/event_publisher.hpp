@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <memory>
@@ -57,9 +58,14 @@ class EventPublisher {
 
   // Produces every message, in order, and waits until each has a delivery report, `cancel` becomes true
   // (checked every 100 ms), or the publisher's delivery deadline passes. Returns one result per message,
-  // in the same order; a message without a report is kAbandoned.
+  // in the same order; a message without a report is kAbandoned. `still_waiting` is called each time
+  // 100 ms pass without every report, so that the caller lets go of what it holds meanwhile.
   virtual std::vector<DeliveryResult> PublishBatch(const std::vector<Message>& messages,
-                                                   const std::atomic<bool>& cancel) = 0;
+                                                   const std::atomic<bool>& cancel,
+                                                   const std::function<void()>& still_waiting) = 0;
+  std::vector<DeliveryResult> PublishBatch(const std::vector<Message>& messages, const std::atomic<bool>& cancel) {
+    return PublishBatch(messages, cancel, [] {});
+  }
 
   // Creates the topic if it does not exist (an existing one is left as it is).
   virtual TopicResult EnsureTopic(int partitions, int replication_factor, std::chrono::milliseconds timeout) = 0;

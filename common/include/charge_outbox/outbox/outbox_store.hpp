@@ -93,6 +93,13 @@ class RelaySession {
   // Marks these rows published (their events were delivered); returns how many rows changed.
   virtual DbResult<std::int64_t> MarkPublished(const std::vector<DeliveredRow>& rows) = 0;
 
+  // Claims share one transaction, which the mark (or any other call) ends: the outbox's partitions are
+  // then locked and released once for several claims. The caller ends it itself before it waits on
+  // anything but the database (Kafka's reports, a backoff, a long sleep), so that no table lock is held
+  // meanwhile: retention's DETACH and a migration's ALTER would wait behind it, and writers behind them.
+  // Does nothing when no claim is open.
+  virtual DbResult<void> EndClaims() = 0;
+
   // Parks an event Kafka refused permanently, with the error text for the operator.
   virtual DbResult<void> Park(const OutboxEvent& event, const std::string& error) = 0;
 

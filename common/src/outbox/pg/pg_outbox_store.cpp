@@ -66,10 +66,11 @@ constexpr db::Statement kClaim{
 // random probes, four times slower.) The created_at range, a second wider than the events' since the
 // bounds travel as floating-point seconds, lets PostgreSQL skip the partitions that cannot hold them.
 // The new row version takes no index entry: every outbox index is over unpublished rows only.
+// statement_timestamp(), not now(): the mark ends the claims' transaction, which began before the events did.
 constexpr db::Statement kMark{
     "outbox_mark",
     R"sql(
-     UPDATE outbox SET published_at = now()
+     UPDATE outbox SET published_at = statement_timestamp()
       WHERE position = ANY($1::bigint[]) AND published_at IS NULL
         AND created_at BETWEEN to_timestamp($2::float8 / 1000000) - interval '1 second'
                            AND to_timestamp($3::float8 / 1000000) + interval '1 second')sql"};
@@ -215,6 +216,7 @@ class PgRelaySession final : public RelaySession {
   bool IsOpen() const override { return conn_ != nullptr && conn_->is_open(); }
 
   void Close() override {
+    in_claims_ = false;
     receiver_.reset();
     held_.clear();
     armed_.clear();
@@ -234,6 +236,7 @@ class PgRelaySession final : public RelaySession {
     if (auto disarmed = DisarmWakeups(); !disarmed) return disarmed.error();
     return Guarded<ShardAssignment>([&] {
       pqxx::nontransaction tx(*conn_);
+      CommitClaims(tx);
       std::vector<std::int64_t> members;
       for (const auto& row : tx.exec_prepared(kMembers.name, kMemberLockSpace)) {
         members.push_back(row[0].as<std::int64_t>());
@@ -273,6 +276,7 @@ class PgRelaySession final : public RelaySession {
     if (shards.empty()) return std::vector<OutboxEvent>{};
     return Guarded<std::vector<OutboxEvent>>([&] {
       pqxx::nontransaction tx(*conn_);
+      OpenClaims(tx);
       std::vector<int> owned(shards);
       std::sort(owned.begin(), owned.end());
       owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
@@ -320,16 +324,18 @@ class PgRelaySession final : public RelaySession {
         oldest = std::min(oldest, row.created_at_us);
         newest = std::max(newest, row.created_at_us);
       }
-      // One statement is its own transaction: no BEGIN and COMMIT round trips around it.
+      // The claims' transaction ends with it; with none open, one statement is its own transaction.
       pqxx::nontransaction tx(*conn_);
-      return static_cast<std::int64_t>(
-          tx.exec_prepared(kMark.name, BigintArray(positions), oldest, newest).affected_rows());
+      const auto marked = tx.exec_prepared(kMark.name, BigintArray(positions), oldest, newest).affected_rows();
+      CommitClaims(tx);
+      return static_cast<std::int64_t>(marked);
     });
   }
 
   DbResult<void> Park(const OutboxEvent& event, const std::string& error) override {
     auto parked = Guarded<bool>([&] {
       pqxx::nontransaction tx(*conn_);
+      CommitClaims(tx);
       tx.exec_prepared(kPark.name, event.position, event.id, error);
       return true;
     });
@@ -345,6 +351,7 @@ class PgRelaySession final : public RelaySession {
     if (wanted.empty()) return Arming{};
     return Guarded<Arming>([&] {
       pqxx::nontransaction tx(*conn_);
+      CommitClaims(tx);
       const auto got = ReadInts(tx.exec_prepared(kLockShards.name, IntArray(wanted), kWaitLockSpace));
       armed_.insert(got.begin(), got.end());
       return Arming{.newly_armed = static_cast<int>(got.size()),
@@ -364,8 +371,23 @@ class PgRelaySession final : public RelaySession {
     return {};
   }
 
+  DbResult<void> EndClaims() override {
+    if (!in_claims_) return {};
+    auto done = Guarded<bool>([&] {
+      pqxx::nontransaction tx(*conn_);
+      CommitClaims(tx);
+      return true;
+    });
+    if (!done) return done.error();
+    return {};
+  }
+
   DbResult<bool> WaitForInsert(std::chrono::milliseconds timeout) override {
     return Guarded<bool>(timeout, [&] {
+      if (in_claims_) {  // a session in a transaction is sent no notifications
+        pqxx::nontransaction tx(*conn_);
+        CommitClaims(tx);
+      }
       conn_->get_notifs();
       if (!notified_ && timeout.count() > 0) {
         conn_->await_notification(static_cast<long>(timeout.count() / 1000),
@@ -378,6 +400,25 @@ class PgRelaySession final : public RelaySession {
   }
 
  private:
+  // Claims run in one transaction until the mark (or any other call) ends it: PostgreSQL then locks the
+  // outbox's partitions and indexes once for all of them and releases them once, where every autocommitted
+  // claim took them and released them again, and each release walked the session's 257 advisory locks.
+  // READ COMMITTED whatever the database's default: each claim sees every commit before it, and vacuum's
+  // horizon follows the last claim (its snapshot lives until the next statement), not the transaction's
+  // start; claims write nothing, so it has no transaction id until the mark. Under a steady flow it lasts a
+  // mark's delay (50 ms) and a few lingers; the loop ends it (EndClaims) before waiting on anything else,
+  // so a DDL statement (retention's DETACH, a migration) waits that long at most.
+  void OpenClaims(pqxx::nontransaction& tx) {
+    if (in_claims_) return;
+    tx.exec("BEGIN ISOLATION LEVEL READ COMMITTED");
+    in_claims_ = true;
+  }
+  void CommitClaims(pqxx::nontransaction& tx) {
+    if (!in_claims_) return;
+    in_claims_ = false;
+    tx.exec("COMMIT");
+  }
+
   // Runs `job` on the open session; any failure is converted, and a session that broke (or was
   // silently replaced) is closed, so that the caller reopens it and starts over with no shards.
   // Each call has its deadline (database.call_timeout, plus `waiting` for a call that waits by design):
@@ -406,6 +447,16 @@ class PgRelaySession final : public RelaySession {
       if (expired) error = NoAnswer(endpoint_.settings);
       if (expired || error.code == DbErrc::kUnavailable || error.code == DbErrc::kInDoubt || !conn_->is_open()) {
         Close();
+      } else if (in_claims_) {
+        // A statement failed inside the claims' transaction: nothing in it was written but a mark, which
+        // the caller reports as failed; end it so that the next call starts clean.
+        in_claims_ = false;
+        try {
+          pqxx::nontransaction tx(*conn_);
+          tx.exec("ROLLBACK");
+        } catch (...) {
+          Close();
+        }
       }
       return error;
     }
@@ -418,6 +469,7 @@ class PgRelaySession final : public RelaySession {
   bool notified_ = false;
   int backend_pid_ = 0;
   int member_id_ = 0;
+  bool in_claims_ = false;  // the claims' transaction is open (OpenClaims)
   std::set<int> held_;
   std::set<int> armed_;  // shards whose wait lock this session holds
 };
