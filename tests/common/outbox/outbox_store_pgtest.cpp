@@ -189,7 +189,8 @@ TEST_F(OutboxStoreTest, AClaimLeavesOutWhatTheSessionDeliveredAndHasNotMarkedYet
 
 // Claims share one transaction until the mark or EndClaims: the outbox's locks are taken once for several
 // claims. Each claim still sees what committed before it, whatever the database's default isolation, and
-// once the transaction ends the session holds nothing a DDL statement or vacuum would wait behind.
+// once the transaction ends the session holds nothing a DDL statement or vacuum would wait behind. A claim
+// that fills its window (a backlog) commits at once.
 TEST_F(OutboxStoreTest, ClaimsShareATransactionThatSeesEachCommitAndEndsWithTheMarkOrEndClaims) {
   db_->ExecuteAsAdmin("ALTER DATABASE " + db_->name() + " SET default_transaction_isolation = 'repeatable read'");
   auto session = OpenSession();
@@ -239,6 +240,11 @@ TEST_F(OutboxStoreTest, ClaimsShareATransactionThatSeesEachCommitAndEndsWithTheM
   EXPECT_EQ(state(), "idle");
   EXPECT_FALSE(ddl_waits());
   ASSERT_TRUE(session->EndClaims().has_value());  // nothing open: nothing to do
+
+  // A full window is a backlog: its claim commits at once, its snapshot gone with it.
+  Insert("ch_c", 1, 4);
+  ASSERT_EQ(session->Claim(owned, 1, 1).value().size(), 1U);
+  EXPECT_EQ(state(), "idle");
 }
 
 TEST_F(OutboxStoreTest, ClaimKeepsAChargesOrderAcrossDayPartitions) {

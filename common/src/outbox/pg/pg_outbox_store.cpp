@@ -283,6 +283,11 @@ class PgRelaySession final : public RelaySession {
       const bool whole_range = std::ssize(owned) == owned.back() - owned.front() + 1;
       const auto r = tx.exec_prepared(kClaim.name, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned),
                                       limit, BigintArray(unmarked));
+      // A full window is a backlog, marked batch by batch anyway: the transaction would save nothing, and its
+      // snapshot would hold vacuum's horizon for as long as the batch takes to publish, so that the index
+      // entries of the rows just marked (by this member or another) could not be killed and every next claim
+      // would visit them again.
+      if (std::ssize(r) >= limit) CommitClaims(tx);
       std::vector<OutboxEvent> out;
       out.reserve(r.size());
       // Each charge's events in the window, counted as they come in position order: the k-th is wave k.
