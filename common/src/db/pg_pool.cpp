@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "charge_outbox/db/database.hpp"
 
 namespace charge_outbox::db {
@@ -30,14 +32,15 @@ std::size_t PgPool::queued() const {
   return queue_.size();
 }
 
-void PgPool::Submit(Task task) {
+void PgPool::Submit(Task task, std::span<const Statement> statements) {
   bool refused = false;
   {
     std::lock_guard lock(mutex_);
     if (queue_.size() >= options_.max_queued || stopping_) {
       refused = true;
     } else {
-      queue_.push_back({std::move(task), CallDeadlines::Clock::now() + options_.connection.call_timeout});
+      queue_.push_back(
+          {std::move(task), CallDeadlines::Clock::now() + options_.connection.call_timeout, statements});
     }
   }
   if (refused) {
@@ -49,6 +52,8 @@ void PgPool::Submit(Task task) {
 
 void PgPool::WorkerLoop() {
   std::optional<pqxx::connection> conn;
+  // The statement arrays declared on `conn` (libpqxx prepares each lazily, at its first use).
+  std::vector<const Statement*> declared;
   while (true) {
     Queued job;
     {
@@ -67,6 +72,7 @@ void PgPool::WorkerLoop() {
     if (!conn.has_value() || !conn->is_open()) {
       try {
         conn.reset();
+        declared.clear();
         conn.emplace(url_);  // bounded by connect_timeout
         // Never reconnected behind our back inside a job: the deadline watches this connection's socket.
 #pragma GCC diagnostic push
@@ -78,6 +84,16 @@ void PgPool::WorkerLoop() {
         task->Run(nullptr, std::current_exception());
         continue;
       }
+    }
+    if (!job.statements.empty() && std::ranges::find(declared, job.statements.data()) == declared.end()) {
+      try {
+        for (const auto& [name, sql] : job.statements) conn->prepare(name, sql);
+      } catch (...) {
+        conn.reset();
+        task->Run(nullptr, std::current_exception());
+        continue;
+      }
+      declared.push_back(job.statements.data());
     }
     bool expired = false;
     try {

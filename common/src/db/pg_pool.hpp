@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -35,6 +36,7 @@
 
 #include "charge_outbox/db/database.hpp"
 #include "db/call_deadline.hpp"
+#include "db/statement.hpp"
 
 namespace charge_outbox::db {
 
@@ -64,6 +66,13 @@ class PgPool {
   template <typename Job>
   boost::asio::awaitable<std::invoke_result_t<Job&, pqxx::connection&>> Run(Job job);
 
+  // The same, with `statements` (an array that lives as long as the program: a store's constants) declared
+  // on the connection before the job runs: once per connection, not per job, since comparing a dozen SQL
+  // texts with the ones already declared cost a charge-api job more than its own conversions.
+  template <typename Job>
+  boost::asio::awaitable<std::invoke_result_t<Job&, pqxx::connection&>> Run(std::span<const Statement> statements,
+                                                                           Job job);
+
   // Blocking variant for code that owns its thread (start-up checks, batch processes, tests).
   template <typename Job>
   std::invoke_result_t<Job&, pqxx::connection&> RunSync(Job job);
@@ -90,8 +99,9 @@ class PgPool {
   struct Queued {
     Task task;
     CallDeadlines::Clock::time_point deadline;  // call_timeout after submission
+    std::span<const Statement> statements;
   };
-  void Submit(Task task);
+  void Submit(Task task, std::span<const Statement> statements = {});
   void WorkerLoop();
 
   std::string url_;
@@ -106,15 +116,21 @@ class PgPool {
 
 template <typename Job>
 boost::asio::awaitable<std::invoke_result_t<Job&, pqxx::connection&>> PgPool::Run(Job job) {
+  co_return co_await Run(std::span<const Statement>{}, std::move(job));
+}
+
+template <typename Job>
+boost::asio::awaitable<std::invoke_result_t<Job&, pqxx::connection&>> PgPool::Run(
+    std::span<const Statement> statements, Job job) {
   using Result = std::invoke_result_t<Job&, pqxx::connection&>;
   if constexpr (std::is_void_v<Result>) {
-    co_await Run([job = std::move(job)](pqxx::connection& c) mutable {
+    co_await Run(statements, [job = std::move(job)](pqxx::connection& c) mutable {
       job(c);
       return true;
     });
     co_return;
   } else {
-    auto initiate = [this, job = std::move(job)](auto handler) mutable {
+    auto initiate = [this, statements, job = std::move(job)](auto handler) mutable {
       Submit(MakeTask([job = std::move(job), handler = std::move(handler)](pqxx::connection* conn,
                                                                              std::exception_ptr failure) mutable {
         std::optional<Result> result;
@@ -129,7 +145,7 @@ boost::asio::awaitable<std::invoke_result_t<Job&, pqxx::connection&>> PgPool::Ru
         boost::asio::dispatch(executor, [handler = std::move(handler), failure, result = std::move(result)]() mutable {
           std::move(handler)(failure, std::move(result));
         });
-      }));
+      }), statements);
     };
     auto result = co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&,
                                                        void(std::exception_ptr, std::optional<Result>)>(

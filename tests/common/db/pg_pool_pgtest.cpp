@@ -1,6 +1,7 @@
 // PgPool against a real PostgreSQL: jobs run off the awaiting thread, failures come back as
-// exceptions, a connection the server killed is replaced, a full queue refuses at once, the sessions
-// carry the server-side timeouts, and a job on a black-holed connection fails within its deadline.
+// exceptions, a connection the server killed is replaced (with the statements declared on it again), a
+// full queue refuses at once, the sessions carry the server-side timeouts, and a job on a black-holed
+// connection fails within its deadline.
 #include "db/pg_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <future>
 #include <set>
+#include <span>
 
 #include "fault_proxy.hpp"
 #include "pg_test_database.hpp"
@@ -121,6 +123,36 @@ TEST_F(PgPoolTest, KilledConnectionIsReplacedForTheNextJob) {
                pqxx::broken_connection);
   const int second = pool.RunSync([](pqxx::connection& c) { return c.backendpid(); });
   EXPECT_NE(second, first);
+}
+
+TEST_F(PgPoolTest, StatementsAreDeclaredOncePerConnectionAndAgainOnAReplacement) {
+  static constexpr Statement kStatements[] = {{"pool_test_double", "SELECT $1::int * 2"},
+                                              {"pool_test_pid", "SELECT pg_backend_pid()"}};
+  PgPool pool(db_->url(), {.connections = 1});
+  // What the server has prepared on this session, and the answer of one of them.
+  auto job = [](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    const int doubled = tx.exec_prepared1("pool_test_double", 21)[0].as<int>();
+    const auto prepared = tx.exec1("SELECT count(*) FROM pg_prepared_statements")[0].as<int>();
+    return std::pair{doubled, prepared};
+  };
+  const auto run = [&] {
+    return RunCoroutine([&]() -> asio::awaitable<std::pair<int, int>> {
+      co_return co_await pool.Run(std::span<const Statement>(kStatements), job);
+    }());
+  };
+  EXPECT_EQ(run(), (std::pair{42, 1}));  // declared, and prepared on the server at its first use
+  EXPECT_EQ(run(), (std::pair{42, 1}));
+  const int first = RunCoroutine([&]() -> asio::awaitable<int> {
+    co_return co_await pool.Run(std::span<const Statement>(kStatements), [](pqxx::connection& c) {
+      pqxx::nontransaction tx(c);
+      return tx.exec_prepared1("pool_test_pid")[0].as<int>();
+    });
+  }());
+  db_->Execute("SELECT pg_terminate_backend(" + std::to_string(first) + ")");
+  EXPECT_THROW(run(), pqxx::broken_connection);
+  // The replacement connection knows none of them until the pool declares them on it again.
+  EXPECT_EQ(run(), (std::pair{42, 1}));
 }
 
 TEST_F(PgPoolTest, UnreachableServerFailsTheJobWithBrokenConnection) {

@@ -8,6 +8,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -47,21 +48,16 @@ struct FinishParams {
 };
 FinishParams ToParams(const std::optional<AttemptFinish>& attempt);
 
-// Runs `job(connection)` on the pool after preparing `statements` on that connection, and converts
-// whatever it throws into a DbError. libpqxx 6 prepares lazily and accepts a re-declaration with the same
-// text, so declaring on every use is cheap and survives reconnects.
-template <typename T, typename Statements, typename Job>
-boost::asio::awaitable<db::DbResult<T>> RunJob(db::PgPool& pool, const Statements& statements, Job job) {
-  auto prepared = [&](pqxx::connection& conn) {
-    for (const auto& [name, text] : statements) conn.prepare(name, text);
-    return job(conn);
-  };
+// Runs `job(connection)` on the pool with `statements` declared on that connection (see PgPool::Run), and
+// converts whatever it throws into a DbError.
+template <typename T, typename Job>
+boost::asio::awaitable<db::DbResult<T>> RunJob(db::PgPool& pool, std::span<const db::Statement> statements, Job job) {
   try {
     if constexpr (std::is_void_v<T>) {
-      co_await pool.Run([&](pqxx::connection& conn) { prepared(conn); });
+      co_await pool.Run(statements, std::move(job));
       co_return db::DbResult<T>{};
     } else {
-      co_return co_await pool.Run(prepared);
+      co_return co_await pool.Run(statements, std::move(job));
     }
   } catch (...) {
     co_return db::CurrentDbError();
