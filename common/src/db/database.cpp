@@ -229,9 +229,9 @@ void Database::Close() { pool_->Close(); }
 
 boost::asio::awaitable<DbResult<int>> Database::SchemaVersion() {
   try {
-    co_return co_await pool_->Run([](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      return tx.exec1("SELECT COALESCE(max(version), 0) FROM schema_migrations")[0].as<int>();
+    co_return co_await pool_->Run([](PgConnection& conn) -> boost::asio::awaitable<int> {
+      const auto r = co_await conn.ExecuteText("SELECT COALESCE(max(version), 0) FROM schema_migrations");
+      co_return r[0][0].as<int>();
     });
   } catch (...) {
     co_return CurrentDbError();

@@ -2,116 +2,187 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
-#include "charge_outbox/db/database.hpp"
+#include <algorithm>
 
 namespace charge_outbox::db {
 
+namespace asio = boost::asio;
+
+// A job waiting for a connection. Whoever hands it one (or the right to open one) does so under the mutex
+// and cancels its timer there; the waiter starts its wait and takes the mutex again before its timer goes,
+// so the cancel never races the wait's start nor touches a destroyed timer.
+struct PgPool::Waiter {
+  asio::steady_timer* timer;
+  std::unique_ptr<PgConnection> connection;
+  bool handed = false;  // with `connection`, or with the right to open one (counted in `open` already)
+};
+
+struct PgPool::Shared {
+  std::size_t limit = 0;
+  std::chrono::milliseconds call_timeout{0};
+  CallDeadlines deadlines;
+  std::mutex mutex;
+  std::vector<std::unique_ptr<PgConnection>> idle;
+  std::size_t open = 0;  // idle, lent, and being opened
+  std::deque<Waiter*> waiters;
+  bool closed = false;
+
+  // A connection came back (nullptr: one was closed, or failed to open): to the first waiter, else idle.
+  // Called with the mutex held.
+  void GiveBack(std::unique_ptr<PgConnection> connection) {
+    if (!waiters.empty()) {
+      Waiter* next = waiters.front();
+      waiters.pop_front();
+      next->connection = std::move(connection);
+      next->handed = true;
+      next->timer->cancel();
+      return;
+    }
+    if (connection && !closed) {
+      idle.push_back(std::move(connection));
+    } else {
+      --open;
+    }
+  }
+};
+
+PgPool::Lease::Lease(std::shared_ptr<Shared> shared, std::unique_ptr<PgConnection> connection,
+                     CallDeadlines::Clock::time_point deadline)
+    : shared_(std::move(shared)), connection_(std::move(connection)) {
+  armed_.emplace(shared_->deadlines.Arm(connection_->socket(), deadline));
+}
+
+PgPool::Lease::~Lease() {
+  if (!shared_) return;  // moved from
+  const bool expired = armed_ && armed_->expired();
+  armed_.reset();
+  if (expired) {
+    spdlog::warn("a database call had no answer within database.call_timeout ({}ms): its connection was dropped",
+                 shared_->call_timeout.count());
+  }
+  // A connection that lost its server, ran past its deadline, or was left mid-statement or inside a
+  // transaction is closed.
+  if (expired || !connection_->reusable()) connection_.reset();
+  std::lock_guard lock(shared_->mutex);
+  if (shared_->closed) connection_.reset();
+  shared_->GiveBack(std::move(connection_));
+}
+
 PgPool::PgPool(std::string database_url, DatabaseOptions options)
-    : url_(ConnectionString(database_url, options.application_name, options.connection)), options_(std::move(options)) {
-  workers_.reserve(options_.connections);
-  for (std::size_t i = 0; i < options_.connections; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+    : url_(ConnectionString(database_url, options.application_name, options.connection)),
+      options_(std::move(options)),
+      shared_(std::make_shared<Shared>()),
+      opener_(std::max<std::size_t>(1, options_.connections)) {
+  shared_->limit = std::max<std::size_t>(1, options_.connections);
+  shared_->call_timeout = options_.connection.call_timeout;
 }
 
 PgPool::~PgPool() { Close(); }
 
 void PgPool::Close() {
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(shared_->mutex);
+    if (!shared_->closed) {
+      shared_->closed = true;
+      shared_->open -= shared_->idle.size();
+      shared_->idle.clear();
+      for (Waiter* waiter : shared_->waiters) waiter->timer->cancel();  // not handed: refused
+      shared_->waiters.clear();
+    }
   }
-  wake_.notify_all();
-  for (auto& w : workers_) {
-    if (w.joinable()) w.join();
-  }
+  opener_.join();
 }
 
 std::size_t PgPool::queued() const {
-  std::lock_guard lock(mutex_);
-  return queue_.size();
+  std::lock_guard lock(shared_->mutex);
+  return shared_->waiters.size();
 }
 
-void PgPool::Submit(Task task, std::span<const Statement> statements) {
-  bool refused = false;
+namespace {
+
+// A coroutine function, not a lambda with an init-capture: GCC 12 destroys such a lambda's captures twice
+// when the coroutine is spawned from it.
+asio::awaitable<std::unique_ptr<PgConnection>> OpenConnection(std::string url) { co_return PgConnection::Open(url); }
+
+}  // namespace
+
+asio::awaitable<std::unique_ptr<PgConnection>> PgPool::Open() {
+  co_return co_await asio::co_spawn(opener_, OpenConnection(url_), asio::use_awaitable);
+}
+
+asio::awaitable<PgPool::Lease> PgPool::Acquire() {
+  const auto deadline = CallDeadlines::Clock::now() + options_.connection.call_timeout;
+  const auto executor = co_await asio::this_coro::executor;
+  auto& shared = *shared_;
+  std::unique_ptr<PgConnection> connection;
+  std::optional<asio::steady_timer> timer;
+  Waiter waiter{nullptr};
   {
-    std::lock_guard lock(mutex_);
-    if (queue_.size() >= options_.max_queued || stopping_) {
-      refused = true;
+    std::lock_guard lock(shared.mutex);
+    if (shared.closed) throw PoolOverloaded("database pool is closed");
+    if (!shared.idle.empty()) {
+      connection = std::move(shared.idle.back());
+      shared.idle.pop_back();
+    } else if (shared.open < shared.limit) {
+      ++shared.open;
+    } else if (shared.waiters.size() >= options_.max_queued) {
+      throw PoolOverloaded();
     } else {
-      queue_.push_back(
-          {std::move(task), CallDeadlines::Clock::now() + options_.connection.call_timeout, statements});
+      waiter.timer = &timer.emplace(executor, deadline);
+      shared.waiters.push_back(&waiter);
     }
   }
-  if (refused) {
-    task->Run(nullptr, std::make_exception_ptr(PoolOverloaded()));
-    return;
-  }
-  wake_.notify_one();
-}
-
-void PgPool::WorkerLoop() {
-  std::optional<pqxx::connection> conn;
-  // The statement arrays declared on `conn` (libpqxx prepares each lazily, at its first use).
-  std::vector<const Statement*> declared;
-  while (true) {
-    Queued job;
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      job = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    auto& task = job.task;
-    if (CallDeadlines::Clock::now() >= job.deadline) {
+  if (timer) {
+    // Also when this coroutine is destroyed while it waits (its executor shut down): the waiter leaves the
+    // queue, and what it was handed goes to the next one.
+    struct Unlist {
+      Shared& shared;
+      Waiter& waiter;
+      ~Unlist() {
+        std::lock_guard lock(shared.mutex);
+        if (!waiter.handed) {
+          std::erase(shared.waiters, &waiter);
+        } else if (waiter.timer != nullptr) {
+          shared.GiveBack(std::move(waiter.connection));
+        }
+      }
+    } unlist{shared, waiter};
+    // The wait starts under the mutex, so a hand-off (or Close) that came before it is seen, and every
+    // call on the timer, from this thread or the one handing over, is serialised.
+    auto token = asio::as_tuple(asio::use_awaitable);
+    co_await asio::async_initiate<decltype(token), void(boost::system::error_code)>(
+        [&](auto handler) {
+          std::lock_guard lock(shared.mutex);
+          timer->async_wait(std::move(handler));
+          if (waiter.handed || shared.closed) timer->cancel();
+        },
+        token);
+    std::lock_guard lock(shared.mutex);
+    if (!waiter.handed) {
+      if (shared.closed) throw PoolOverloaded("database pool is closed");
       // Its caller's deadline passed while every connection was busy (or hung): nothing was sent.
-      task->Run(nullptr, std::make_exception_ptr(PoolOverloaded("no database connection free within database.call_timeout")));
-      continue;
+      throw PoolOverloaded("no database connection free within database.call_timeout");
     }
-    if (!conn.has_value() || !conn->is_open()) {
-      try {
-        conn.reset();
-        declared.clear();
-        conn.emplace(url_);  // bounded by connect_timeout
-        // Never reconnected behind our back inside a job: the deadline watches this connection's socket.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-        conn->inhibit_reactivation(true);
-#pragma GCC diagnostic pop
-      } catch (...) {
-        conn.reset();
-        task->Run(nullptr, std::current_exception());
-        continue;
-      }
-    }
-    if (!job.statements.empty() && std::ranges::find(declared, job.statements.data()) == declared.end()) {
-      try {
-        for (const auto& [name, sql] : job.statements) conn->prepare(name, sql);
-      } catch (...) {
-        conn.reset();
-        task->Run(nullptr, std::current_exception());
-        continue;
-      }
-      declared.push_back(job.statements.data());
-    }
-    bool expired = false;
-    try {
-      const auto armed = deadlines_.Arm(conn->sock(), job.deadline);
-      task->Run(&*conn, nullptr);
-      expired = armed.expired();
-    } catch (const std::exception& e) {
-      // Tasks deliver their own failures; reaching here means a completion handler threw.
-      spdlog::error("database job completion failed: {}", e.what());
-    }
-    if (expired) {
-      spdlog::warn("a database call had no answer within database.call_timeout ({}ms): its connection was dropped",
-                   options_.connection.call_timeout.count());
-      conn.reset();
-    }
-    // A job that lost the server leaves a connection that will never work again; reopen next time.
-    if (conn.has_value() && !conn->is_open()) conn.reset();
+    connection = std::move(waiter.connection);
+    waiter.timer = nullptr;  // taken
   }
+  if (!connection) {
+    try {
+      connection = co_await Open();  // bounded by connect_timeout
+    } catch (...) {
+      std::lock_guard lock(shared.mutex);
+      shared.GiveBack(nullptr);  // the next waiter tries for itself, and learns why at once
+      throw;
+    }
+  }
+  co_return Lease(shared_, std::move(connection), deadline);
 }
 
 }  // namespace charge_outbox::db

@@ -47,11 +47,30 @@ TextRows ExecText(pqxx::transaction_base& tx, std::string_view sql, const TextPa
 
 boost::asio::awaitable<DbResult<TextRows>> QueryText(Database& database, std::string sql, TextParams params) {
   try {
-    co_return co_await database.pool().Run([&](pqxx::connection& conn) {
-      pqxx::read_transaction tx(conn);
-      auto rows = ExecText(tx, sql, params);
-      tx.commit();
-      return rows;
+    co_return co_await database.pool().Run([&](PgConnection& conn) -> boost::asio::awaitable<TextRows> {
+      PgParams values;
+      for (const auto& param : params) values.Add(param);
+      co_await conn.ExecuteText("BEGIN READ ONLY");
+      std::exception_ptr failure;
+      PgResult result;
+      try {
+        result = co_await conn.ExecuteText(sql, values);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      co_await conn.ExecuteText(failure ? "ROLLBACK" : "COMMIT");
+      if (failure) std::rethrow_exception(failure);
+      TextRows rows;
+      rows.reserve(result.size());
+      for (const auto row : result) {
+        TextRow out;
+        out.reserve(static_cast<std::size_t>(row.size()));
+        for (int i = 0; i < row.size(); ++i) {
+          out.push_back(row[i].is_null() ? TextValue{} : TextValue{std::string(row[i].view())});
+        }
+        rows.push_back(std::move(out));
+      }
+      co_return rows;
     });
   } catch (...) {
     co_return CurrentDbError();

@@ -1,22 +1,24 @@
-// PgPool against a real PostgreSQL: jobs run off the awaiting thread, failures come back as
-// exceptions, a connection the server killed is replaced (with the statements declared on it again), a
-// full queue refuses at once, the sessions carry the server-side timeouts, and a job on a black-holed
-// connection fails within its deadline.
+// PgPool and PgConnection against a real PostgreSQL: a job runs on the awaiting thread and its
+// statements wait without blocking it (four jobs on one thread overlap), statements are prepared once per
+// connection and again on a replacement, failures come back as libpqxx's exception types with their
+// SQLSTATE, a connection the server killed or a job abandoned mid-statement is replaced, a full queue
+// refuses at once, a closed pool refuses, the sessions carry the server-side timeouts, and a job on a
+// black-holed connection fails within its deadline.
 #include "db/pg_pool.hpp"
 
 #include <gtest/gtest.h>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
-
 #include <libpq-fe.h>
+#include <pqxx/pqxx>
 
 #include <atomic>
 #include <future>
 #include <set>
-#include <span>
 
 #include "fault_proxy.hpp"
 #include "pg_test_database.hpp"
@@ -26,6 +28,9 @@ namespace {
 
 namespace asio = boost::asio;
 using testing::PgTestDatabase;
+
+constexpr Statement kDouble{"pool_test_double", "SELECT $1::int * 2"};
+constexpr Statement kPid{"pool_test_pid", "SELECT pg_backend_pid()"};
 
 class PgPoolTest : public ::testing::Test {
  protected:
@@ -41,23 +46,42 @@ class PgPoolTest : public ::testing::Test {
     return future.get();
   }
 
+  // One text statement on the pool, its first value as an int.
+  static int Select(PgPool& pool, std::string sql) {
+    return RunCoroutine([&]() -> asio::awaitable<int> {
+      co_return co_await pool.Run([&](PgConnection& c) -> asio::awaitable<int> {
+        co_return (co_await c.ExecuteText(sql))[0][0].as<int>();
+      });
+    }());
+  }
+
+  static int BackendPid(PgPool& pool) {
+    return RunCoroutine([&]() -> asio::awaitable<int> {
+      co_return co_await pool.Run([](PgConnection& c) -> asio::awaitable<int> {
+        co_return (co_await c.Execute(kPid))[0][0].as<int>();
+      });
+    }());
+  }
+
   static PgTestDatabase* db_;
 };
 PgTestDatabase* PgPoolTest::db_ = nullptr;
 
-TEST_F(PgPoolTest, AwaitedJobRunsOnAWorkerAndResumesOnTheCallersThread) {
+TEST_F(PgPoolTest, AJobRunsOnTheAwaitingThread) {
   PgPool pool(db_->url(), {.connections = 2});
   const auto caller = std::this_thread::get_id();
-  const auto [value, worker] = RunCoroutine([&]() -> asio::awaitable<std::pair<int, std::thread::id>> {
-    auto r = co_await pool.Run([](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      return std::make_pair(tx.exec1("SELECT 40 + 2")[0].as<int>(), std::this_thread::get_id());
+  const auto [value, ran_on] = RunCoroutine([&]() -> asio::awaitable<std::pair<int, std::thread::id>> {
+    auto r = co_await pool.Run([](PgConnection& c) -> asio::awaitable<std::pair<int, std::thread::id>> {
+      const auto result = co_await c.Execute(kDouble, 21);
+      co_return std::pair{result[0][0].as<int>(), std::this_thread::get_id()};
     });
     EXPECT_EQ(std::this_thread::get_id(), caller);
     co_return r;
   }());
   EXPECT_EQ(value, 42);
-  EXPECT_NE(worker, caller);
+  EXPECT_EQ(ran_on, caller);
+  pool.Close();
+  EXPECT_THROW(Select(pool, "SELECT 1"), PoolOverloaded);
 }
 
 // DATABASE_URL may be libpq's keyword/value form; the pool names its sessions without breaking it.
@@ -71,38 +95,38 @@ TEST_F(PgPoolTest, AKeywordValueUrlConnectsAndCarriesTheApplicationName) {
   PQconninfoFree(options);
   PgPool pool(keyword_value, {.connections = 1, .application_name = "pool-test"});
   const auto name = RunCoroutine([&]() -> asio::awaitable<std::string> {
-    co_return co_await pool.Run([](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      return tx.exec1("SELECT current_setting('application_name')")[0].as<std::string>();
+    co_return co_await pool.Run([](PgConnection& c) -> asio::awaitable<std::string> {
+      co_return (co_await c.ExecuteText("SELECT current_setting('application_name')"))[0][0].as<std::string>();
     });
   }());
   EXPECT_EQ(name, "pool-test");
 }
 
-TEST_F(PgPoolTest, JobExceptionIsRethrownToTheAwaiter) {
+// The server's refusal comes back with its SQLSTATE, and the connection stays good for the next job.
+TEST_F(PgPoolTest, AStatementErrorIsRethrownWithItsSqlstateAndTheConnectionStaysGood) {
   PgPool pool(db_->url(), {.connections = 1});
-  EXPECT_THROW(RunCoroutine([&]() -> asio::awaitable<int> {
-                 co_return co_await pool.Run([](pqxx::connection& c) {
-                   pqxx::nontransaction tx(c);
-                   return tx.exec1("SELECT no_such_column")[0].as<int>();
-                 });
-               }()),
-               pqxx::undefined_column);
+  const int before = BackendPid(pool);
+  try {
+    Select(pool, "SELECT no_such_column");
+    ADD_FAILURE() << "no error";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_EQ(e.sqlstate(), "42703");
+  }
+  EXPECT_EQ(BackendPid(pool), before);
+  EXPECT_EQ(Select(pool, "SELECT 7"), 7);
 }
 
-TEST_F(PgPoolTest, ConnectionsRunJobsInParallel) {
+// Four jobs awaited on one thread overlap: each statement waits for the server without holding it.
+TEST_F(PgPoolTest, JobsOnOneThreadWaitForTheServerTogether) {
   PgPool pool(db_->url(), {.connections = 4});
   asio::io_context io;
   std::set<int> backends;
-  std::mutex m;
   for (int i = 0; i < 4; ++i) {
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-      const int pid = co_await pool.Run([](pqxx::connection& c) {
-        pqxx::nontransaction tx(c);
-        tx.exec("SELECT pg_sleep(0.3)");
-        return c.backendpid();
+      const int pid = co_await pool.Run([](PgConnection& c) -> asio::awaitable<int> {
+        co_await c.ExecuteText("SELECT pg_sleep(0.3)");
+        co_return c.backend_pid();
       });
-      std::lock_guard lock(m);
       backends.insert(pid);
     }, asio::detached);
   }
@@ -112,72 +136,114 @@ TEST_F(PgPoolTest, ConnectionsRunJobsInParallel) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds{1100});  // not 4 x 0.3 s serially
 }
 
-TEST_F(PgPoolTest, KilledConnectionIsReplacedForTheNextJob) {
-  PgPool pool(db_->url(), {.connections = 1});
-  const int first = pool.RunSync([](pqxx::connection& c) { return c.backendpid(); });
-  db_->Execute("SELECT pg_terminate_backend(" + std::to_string(first) + ")");
-  EXPECT_THROW(pool.RunSync([](pqxx::connection& c) {
-                 pqxx::nontransaction tx(c);
-                 tx.exec("SELECT 1");
-               }),
-               pqxx::broken_connection);
-  const int second = pool.RunSync([](pqxx::connection& c) { return c.backendpid(); });
-  EXPECT_NE(second, first);
+// Many jobs on two threads over two connections: every connection given back reaches a waiting job at
+// once. A hand-off that came before the waiter's wait had started used to be missed: that job waited out
+// database.call_timeout and then failed.
+TEST_F(PgPoolTest, EveryHandOffReachesItsWaiterAcrossThreads) {
+  ConnectionSettings settings;
+  settings.call_timeout = std::chrono::seconds{3};
+  PgPool pool(db_->url(), {.connections = 2, .max_queued = 1000, .connection = settings});
+  constexpr int kRounds = 5, kJobs = 900;  // the race is narrow: many chances at it
+  for (int round = 0; round < kRounds; ++round) {
+    asio::io_context io;
+    std::atomic<int> done{0};
+    std::atomic<int> failed{0};
+    for (int i = 0; i < kJobs; ++i) {
+      asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
+        try {
+          const int doubled = co_await pool.Run([i](PgConnection& c) -> asio::awaitable<int> {
+            co_return (co_await c.Execute(kDouble, i))[0][0].as<int>();
+          });
+          if (doubled == 2 * i) ++done;
+        } catch (...) {
+          ++failed;
+        }
+      }, asio::detached);
+    }
+    const auto started = std::chrono::steady_clock::now();
+    std::thread second([&] { io.run(); });
+    io.run();
+    second.join();
+    EXPECT_EQ(done, kJobs);
+    EXPECT_EQ(failed, 0);
+    EXPECT_LT(std::chrono::steady_clock::now() - started, settings.call_timeout) << "a waiter missed its hand-off";
+  }
 }
 
-TEST_F(PgPoolTest, StatementsAreDeclaredOncePerConnectionAndAgainOnAReplacement) {
-  static constexpr Statement kStatements[] = {{"pool_test_double", "SELECT $1::int * 2"},
-                                              {"pool_test_pid", "SELECT pg_backend_pid()"}};
+TEST_F(PgPoolTest, KilledConnectionIsReplacedForTheNextJob) {
   PgPool pool(db_->url(), {.connections = 1});
-  // What the server has prepared on this session, and the answer of one of them.
-  auto job = [](pqxx::connection& c) {
-    pqxx::nontransaction tx(c);
-    const int doubled = tx.exec_prepared1("pool_test_double", 21)[0].as<int>();
-    const auto prepared = tx.exec1("SELECT count(*) FROM pg_prepared_statements")[0].as<int>();
-    return std::pair{doubled, prepared};
-  };
-  const auto run = [&] {
+  const int first = BackendPid(pool);
+  db_->Execute("SELECT pg_terminate_backend(" + std::to_string(first) + ")");
+  EXPECT_THROW(Select(pool, "SELECT 1"), pqxx::broken_connection);
+  EXPECT_NE(BackendPid(pool), first);
+}
+
+// A statement is prepared on a session at its first use there; a replacement session knows none of them,
+// and gets them prepared again.
+TEST_F(PgPoolTest, StatementsArePreparedOncePerConnectionAndAgainOnAReplacement) {
+  PgPool pool(db_->url(), {.connections = 1});
+  auto run = [&] {
     return RunCoroutine([&]() -> asio::awaitable<std::pair<int, int>> {
-      co_return co_await pool.Run(std::span<const Statement>(kStatements), job);
+      co_return co_await pool.Run([](PgConnection& c) -> asio::awaitable<std::pair<int, int>> {
+        const int doubled = (co_await c.Execute(kDouble, 21))[0][0].as<int>();
+        const int prepared = (co_await c.ExecuteText("SELECT count(*)::int FROM pg_prepared_statements"))[0][0].as<int>();
+        co_return std::pair{doubled, prepared};
+      });
     }());
   };
-  EXPECT_EQ(run(), (std::pair{42, 1}));  // declared, and prepared on the server at its first use
   EXPECT_EQ(run(), (std::pair{42, 1}));
-  const int first = RunCoroutine([&]() -> asio::awaitable<int> {
-    co_return co_await pool.Run(std::span<const Statement>(kStatements), [](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      return tx.exec_prepared1("pool_test_pid")[0].as<int>();
-    });
-  }());
+  EXPECT_EQ(run(), (std::pair{42, 1}));
+  const int first = BackendPid(pool);  // prepares the second
   db_->Execute("SELECT pg_terminate_backend(" + std::to_string(first) + ")");
   EXPECT_THROW(run(), pqxx::broken_connection);
-  // The replacement connection knows none of them until the pool declares them on it again.
   EXPECT_EQ(run(), (std::pair{42, 1}));
+}
+
+// A job whose coroutine is destroyed while its statement is on the wire (its executor shut down) leaves an
+// answer nobody read: that connection is closed, never lent again.
+TEST_F(PgPoolTest, AJobAbandonedMidStatementClosesItsConnection) {
+  PgPool pool(db_->url(), {.connections = 1});
+  const int first = BackendPid(pool);
+  {
+    asio::io_context io;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+      co_await pool.Run([](PgConnection& c) -> asio::awaitable<void> { co_await c.ExecuteText("SELECT pg_sleep(1)"); });
+    }, asio::detached);
+    io.run_for(std::chrono::milliseconds{200});
+  }  // the suspended job is destroyed with its io_context
+  EXPECT_NE(BackendPid(pool), first);
 }
 
 TEST_F(PgPoolTest, UnreachableServerFailsTheJobWithBrokenConnection) {
   PgPool pool("postgresql://postgres@127.0.0.1:1/x?connect_timeout=2", {.connections = 1});
-  EXPECT_THROW(pool.RunSync([](pqxx::connection&) { return 1; }), pqxx::broken_connection);
+  EXPECT_THROW(Select(pool, "SELECT 1"), pqxx::broken_connection);
 }
 
 TEST_F(PgPoolTest, FullQueueRefusesAtOnce) {
   PgPool pool(db_->url(), {.connections = 1, .max_queued = 1});
-  std::promise<void> release;
-  auto released = release.get_future().share();
-  std::atomic<bool> running{false};
-  std::thread blocker([&] {
-    pool.RunSync([&](pqxx::connection&) {
-      running = true;
-      released.wait();
-    });
-  });
-  while (!running) std::this_thread::yield();
-  std::thread queued([&] { pool.RunSync([](pqxx::connection&) {}); });
-  while (pool.queued() < 1) std::this_thread::yield();
-  EXPECT_THROW(pool.RunSync([](pqxx::connection&) {}), PoolOverloaded);
-  release.set_value();
-  blocker.join();
-  queued.join();
+  asio::io_context io;
+  std::atomic<int> finished{0};
+  auto sleeper = [&]() -> asio::awaitable<void> {
+    co_await pool.Run([](PgConnection& c) -> asio::awaitable<void> { co_await c.ExecuteText("SELECT pg_sleep(0.3)"); });
+    ++finished;
+  };
+  asio::co_spawn(io, sleeper(), asio::detached);  // holds the one connection
+  asio::co_spawn(io, sleeper(), asio::detached);  // waits for it
+  std::optional<bool> refused;
+  asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+    asio::steady_timer pause(io, std::chrono::milliseconds{100});
+    co_await pause.async_wait(asio::use_awaitable);
+    EXPECT_EQ(pool.queued(), 1u);
+    try {
+      co_await pool.Run([](PgConnection&) -> asio::awaitable<void> { co_return; });
+      refused = false;
+    } catch (const PoolOverloaded&) {
+      refused = true;
+    }
+  }, asio::detached);
+  io.run();
+  EXPECT_EQ(refused, true);
+  EXPECT_EQ(finished, 2);
 }
 
 // The settings reach the server: each session runs with the statement and idle-in-transaction timeouts
@@ -187,28 +253,25 @@ TEST_F(PgPoolTest, SessionsCarryTheServerSideTimeouts) {
   settings.statement_timeout = std::chrono::milliseconds{300};
   settings.call_timeout = std::chrono::seconds{5};
   PgPool pool(db_->url(), {.connections = 1, .connection = settings});
-  const auto shown = pool.RunSync([](pqxx::connection& c) {
-    pqxx::nontransaction tx(c);
-    return tx.exec1("SELECT current_setting('statement_timeout') || ' ' ||"
-                    " current_setting('idle_in_transaction_session_timeout')")[0]
-        .as<std::string>();
-  });
+  const auto shown = RunCoroutine([&]() -> asio::awaitable<std::string> {
+    co_return co_await pool.Run([](PgConnection& c) -> asio::awaitable<std::string> {
+      const auto r = co_await c.ExecuteText(
+          "SELECT current_setting('statement_timeout') || ' ' || current_setting('idle_in_transaction_session_timeout')");
+      co_return r[0][0].as<std::string>();
+    });
+  }());
   EXPECT_EQ(shown, "300ms 10s");
   try {
-    pool.RunSync([](pqxx::connection& c) {
-      pqxx::nontransaction tx(c);
-      tx.exec("SELECT pg_sleep(3)");
-    });
+    Select(pool, "SELECT 1 FROM pg_sleep(3)");
     ADD_FAILURE() << "pg_sleep(3) outlived statement_timeout";
   } catch (const pqxx::sql_error& e) {
     EXPECT_EQ(e.sqlstate(), "57014");  // query_canceled: the server's answer, the connection still good
   }
-  EXPECT_EQ(pool.RunSync([](pqxx::connection& c) { return pqxx::nontransaction(c).exec1("SELECT 1")[0].as<int>(); }),
-            1);
+  EXPECT_EQ(Select(pool, "SELECT 1"), 1);
 }
 
 // A server that accepted the connection and then answers nothing (the proxy black-holes it) costs one
-// call_timeout, not the minutes TCP would wait; a job queued behind it fails within its own deadline plus
+// call_timeout, not the minutes TCP would wait; a job waiting behind it fails within its own deadline plus
 // one connect_timeout, and the pool works again once the network heals.
 TEST_F(PgPoolTest, ABlackHoledJobFailsWithinItsDeadlineAndThePoolRecovers) {
   PQconninfoOption* parsed = PQconninfoParse(db_->url().c_str(), nullptr);
@@ -233,26 +296,25 @@ TEST_F(PgPoolTest, ABlackHoledJobFailsWithinItsDeadlineAndThePoolRecovers) {
   settings.call_timeout = std::chrono::seconds{1};
   settings.connect_timeout = std::chrono::seconds{2};
   PgPool pool(url, {.connections = 1, .connection = settings});
-  auto select1 = [](pqxx::connection& c) { return pqxx::nontransaction(c).exec1("SELECT 1")[0].as<int>(); };
-  ASSERT_EQ(pool.RunSync(select1), 1);
+  ASSERT_EQ(Select(pool, "SELECT 1"), 1);
 
   proxy.BlackHole();
   const auto started = std::chrono::steady_clock::now();
   auto queued = std::async(std::launch::async, [&] {
     std::this_thread::sleep_for(std::chrono::milliseconds{100});
-    return pool.RunSync(select1);
+    return Select(pool, "SELECT 1");
   });
-  EXPECT_THROW(pool.RunSync(select1), pqxx::broken_connection);
+  EXPECT_THROW(Select(pool, "SELECT 1"), pqxx::broken_connection);
   const auto first = std::chrono::steady_clock::now() - started;
   EXPECT_GE(first, std::chrono::milliseconds{900});
-  EXPECT_LT(first, std::chrono::milliseconds{2500}) << "the hung job held its worker past call_timeout";
-  // The queued job reached the worker just inside its deadline and must connect first: bounded by
-  // connect_timeout (libpq's own), so a job waits at most call_timeout + connect_timeout.
+  EXPECT_LT(first, std::chrono::milliseconds{2500}) << "the hung job held its connection past call_timeout";
+  // The waiting job got the dropped connection's place just inside its deadline and must connect first:
+  // bounded by connect_timeout (libpq's own), so a job waits at most call_timeout + connect_timeout.
   EXPECT_ANY_THROW(queued.get());
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds{4000});
 
   proxy.Pass();
-  EXPECT_EQ(pool.RunSync(select1), 1);
+  EXPECT_EQ(Select(pool, "SELECT 1"), 1);
 }
 
 }  // namespace

@@ -5,10 +5,7 @@
 namespace charge_outbox::charges::sql {
 namespace {
 
-std::optional<std::string> OptionalText(const pqxx::field& f) {
-  if (f.is_null()) return std::nullopt;
-  return f.as<std::string>();
-}
+std::optional<std::string> OptionalText(const db::PgField& f) { return f.optional<std::string>(); }
 
 Fingerprint FromHex(const std::string& hex) {
   Fingerprint out{};
@@ -20,8 +17,8 @@ Fingerprint FromHex(const std::string& hex) {
 
 }  // namespace
 
-Charge ReadCharge(const pqxx::row& row, pqxx::row::size_type first) {
-  auto f = [&](pqxx::row::size_type i) { return row[first + i]; };
+Charge ReadCharge(const db::PgRow& row, int first) {
+  auto f = [&](int i) { return row[first + i]; };
   Charge c;
   c.id = f(0).as<std::string>();
   c.merchant_id = f(1).as<std::string>();

@@ -1,14 +1,11 @@
 // What the charge store and the reconciliation store share in SQL: the one codec of a `charges` row, the
 // finishing of an attempt folded into another statement, and running a statement on the pool. Internal
-// (it exposes libpqxx); included by common/src/charges only.
+// (it exposes libpq); included by common/src/charges only.
 #pragma once
-
-#include <pqxx/pqxx>
 
 #include <boost/asio/awaitable.hpp>
 
 #include <optional>
-#include <span>
 #include <string>
 #include <type_traits>
 
@@ -29,7 +26,7 @@ namespace charge_outbox::charges::sql {
   "c.response_status, convert_from(c.response_body, 'UTF8'), c.last_sequence, c.attempt_count, "            \
   "COALESCE(c.traceparent, ''), (extract(epoch FROM c.created_at) * 1000000)::bigint, "                     \
   "(extract(epoch FROM c.updated_at) * 1000000)::bigint"
-inline constexpr pqxx::row::size_type kChargeColumns = 22;
+inline constexpr int kChargeColumns = 22;
 
 // The finishing of an attempt, folded into another statement: a no-op when `no` is NULL.
 #define FINISH_ATTEMPT(charge, no, at, outcome, evidence, status)                                             \
@@ -38,7 +35,7 @@ inline constexpr pqxx::row::size_type kChargeColumns = 22;
   "WHERE charge_id = " charge " AND attempt_no = " no "::integer"
 
 // The charge in CHARGE_COLUMNS starting at column `first` of `row`.
-Charge ReadCharge(const pqxx::row& row, pqxx::row::size_type first = 0);
+Charge ReadCharge(const db::PgRow& row, int first = 0);
 
 inline const char* Nullable(const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; }
 
@@ -48,16 +45,16 @@ struct FinishParams {
 };
 FinishParams ToParams(const std::optional<AttemptFinish>& attempt);
 
-// Runs `job(connection)` on the pool with `statements` declared on that connection (see PgPool::Run), and
-// converts whatever it throws into a DbError.
+// Runs `job(connection)`, a coroutine, with a connection of the pool, and converts whatever it throws into
+// a DbError.
 template <typename T, typename Job>
-boost::asio::awaitable<db::DbResult<T>> RunJob(db::PgPool& pool, std::span<const db::Statement> statements, Job job) {
+boost::asio::awaitable<db::DbResult<T>> RunJob(db::PgPool& pool, Job job) {
   try {
     if constexpr (std::is_void_v<T>) {
-      co_await pool.Run(statements, std::move(job));
+      co_await pool.Run(std::move(job));
       co_return db::DbResult<T>{};
     } else {
-      co_return co_await pool.Run(statements, std::move(job));
+      co_return co_await pool.Run(std::move(job));
     }
   } catch (...) {
     co_return db::CurrentDbError();

@@ -3,7 +3,7 @@
 // event, commit together or not at all. An event's created_at (its ce_time) is the charge's updated_at as
 // the statement sets it, so the header and the payload tell one time from one clock (docs/events.md); the
 // outbox row's producer (its ce_source) is the session's application_name (migration 0009).
-#include <pqxx/pqxx>
+#include <pqxx/pqxx>  // its exception types, which PgConnection throws
 
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/util/sha256.hpp"
@@ -161,9 +161,11 @@ constexpr db::Statement kStatements[] = {
     kReadByUuid, kFlagForReview, kRenewLease, kAttemptHistory, kRelease, kCountPending
 };
 
+using db::PgConnection;
+
 template <typename T, typename Job>
 asio::awaitable<DbResult<T>> RunJob(db::PgPool& pool, Job job) {
-  co_return co_await sql::RunJob<T>(pool, kStatements, std::move(job));
+  co_return co_await sql::RunJob<T>(pool, std::move(job));
 }
 
 class PgChargeStore final : public ChargeStore {
@@ -173,52 +175,56 @@ class PgChargeStore final : public ChargeStore {
   asio::awaitable<DbResult<std::optional<Merchant>>> Authenticate(const std::string& api_key) override {
     const auto hash = HashApiKey(api_key);
     const auto hex = util::ToHex(hash.data(), hash.size());
-    co_return co_await RunJob<std::optional<Merchant>>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kAuthenticate.name, hex);
-      return r.empty() ? std::nullopt : std::optional<Merchant>(Merchant{r[0][0].as<std::string>()});
-    });
+    co_return co_await RunJob<std::optional<Merchant>>(
+        pool_, [&](PgConnection& conn) -> asio::awaitable<std::optional<Merchant>> {
+          const auto r = co_await conn.Execute(kAuthenticate, hex);
+          co_return r.empty() ? std::nullopt : std::optional<Merchant>(Merchant{r[0][0].as<std::string>()});
+        });
   }
 
   asio::awaitable<DbResult<BeginResult>> Begin(const NewCharge& n, const Lease& lease,
                                               const FirstAttempt& first) override {
-    co_return co_await RunJob<BeginResult>(pool_, [&](pqxx::connection& conn) {
+    co_return co_await RunJob<BeginResult>(pool_, [&](PgConnection& conn) -> asio::awaitable<BeginResult> {
       const auto fingerprint = util::ToHex(n.fingerprint.data(), n.fingerprint.size());
+      // One statement in autocommit: atomic, and one round trip.
+      const db::PgParams params(n.merchant_id, n.idempotency_key, fingerprint, n.terms.order_id, n.terms.amount,
+                                n.terms.currency, n.terms.payment_method, Nullable(n.terms.description),
+                                lease.owner_id, static_cast<std::int64_t>(lease.duration.count()), n.traceparent,
+                                std::string(acquirer::ToString(first.operation)), first.actor,
+                                util::ToUnixMicros(first.started_at));
+      std::optional<db::PgResult> inserted;
+      std::optional<std::string> lost;
       try {
-        // One statement in autocommit: atomic, and one round trip.
-        pqxx::nontransaction tx(conn);
-        const auto r = tx.exec_prepared(kBegin.name, n.merchant_id, n.idempotency_key, fingerprint, n.terms.order_id,
-                                        n.terms.amount, n.terms.currency, n.terms.payment_method,
-                                        Nullable(n.terms.description), lease.owner_id,
-                                        static_cast<std::int64_t>(lease.duration.count()), n.traceparent,
-                                        std::string(acquirer::ToString(first.operation)), first.actor,
-                                        util::ToUnixMicros(first.started_at));
-        if (!r.empty()) {
-          return BeginResult{BeginOutcome::kCreated, ReadCharge(r[0]), 1, r[0][kChargeColumns].as<std::string>()};
-        }
+        inserted = co_await conn.Execute(kBegin, params);
       } catch (const pqxx::broken_connection& e) {
+        lost = e.what();
+      }
+      if (lost) {
         // The connection died with the statement sent: it may have committed. Never assume either way;
         // the caller calls Begin again with the same lease owner, which inserts or finds its own row.
-        throw pqxx::in_doubt_error(std::string("connection lost during the intent insert: ") + e.what());
+        throw pqxx::in_doubt_error("connection lost during the intent insert: " + *lost);
+      }
+      if (!inserted->empty()) {
+        const auto row = (*inserted)[0];
+        co_return BeginResult{BeginOutcome::kCreated, ReadCharge(row), 1, row[kChargeColumns].as<std::string>()};
       }
       // The key exists. ON CONFLICT waited for its inserter to commit, so the row is there to read.
       for (int tries = 0; tries < 3; ++tries) {
-        pqxx::nontransaction tx(conn);
-        const auto existing = tx.exec_prepared(kReadByKey.name, n.merchant_id, n.idempotency_key);
+        const auto existing = co_await conn.Execute(kReadByKey, n.merchant_id, n.idempotency_key);
         if (existing.empty()) break;
         auto charge = ReadCharge(existing[0]);
-        if (charge.fingerprint != n.fingerprint) return BeginResult{BeginOutcome::kFingerprintMismatch, charge, 0};
-        if (IsTerminal(charge.status)) return BeginResult{BeginOutcome::kFinished, charge, 0};
+        if (charge.fingerprint != n.fingerprint) co_return BeginResult{BeginOutcome::kFingerprintMismatch, charge, 0};
+        if (IsTerminal(charge.status)) co_return BeginResult{BeginOutcome::kFinished, charge, 0};
         // Our own insert, whose outcome we did not learn (the connection died during it) and the caller
         // retried: owners are unique per request, so this is ours.
         if (charge.owner_id == lease.owner_id) {
-          const auto first_request = tx.exec_prepared1(kFirstRequestId.name, charge.id)[0].as<std::string>();
-          return BeginResult{BeginOutcome::kCreated, charge, 1, first_request};
+          const auto first_request = (co_await conn.Execute(kFirstRequestId, charge.id))[0][0].as<std::string>();
+          co_return BeginResult{BeginOutcome::kCreated, charge, 1, first_request};
         }
-        if (charge.lease_remaining.count() > 0) return BeginResult{BeginOutcome::kInFlight, charge, 0};
-        const auto taken = tx.exec_prepared(kTakeOver.name, charge.id, lease.owner_id,
-                                            static_cast<std::int64_t>(lease.duration.count()));
-        if (!taken.empty()) return BeginResult{BeginOutcome::kTakenOver, ReadCharge(taken[0]), 0};
+        if (charge.lease_remaining.count() > 0) co_return BeginResult{BeginOutcome::kInFlight, charge, 0};
+        const auto taken = co_await conn.Execute(kTakeOver, charge.id, lease.owner_id,
+                                                 static_cast<std::int64_t>(lease.duration.count()));
+        if (!taken.empty()) co_return BeginResult{BeginOutcome::kTakenOver, ReadCharge(taken[0]), 0};
         // Someone else took it over or resolved it between our read and our update: look again.
       }
       throw std::runtime_error("charge for an existing idempotency key could not be read back");
@@ -226,20 +232,19 @@ class PgChargeStore final : public ChargeStore {
   }
 
   asio::awaitable<DbResult<int>> StartAttempt(const std::string& charge_id, const AttemptStart& a) override {
-    co_return co_await RunJob<int>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      return tx.exec_prepared(kStartAttempt.name, charge_id, a.request_id, std::string(acquirer::ToString(a.operation)),
-                              a.actor, util::ToUnixMicros(a.started_at))[0][0]
-          .as<int>();
+    co_return co_await RunJob<int>(pool_, [&](PgConnection& conn) -> asio::awaitable<int> {
+      const auto r = co_await conn.Execute(kStartAttempt, charge_id, a.request_id,
+                                           std::string(acquirer::ToString(a.operation)), a.actor,
+                                           util::ToUnixMicros(a.started_at));
+      co_return r[0][0].as<int>();
     });
   }
 
   asio::awaitable<DbResult<void>> FinishAttempt(const std::string& charge_id, const AttemptFinish& a) override {
     const auto p = ToParams(a);
-    co_return co_await RunJob<void>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      tx.exec_prepared(kFinishAttempt.name, charge_id, Nullable(p.attempt_no), Nullable(p.finished_at),
-                       Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
+    co_return co_await RunJob<void>(pool_, [&](PgConnection& conn) -> asio::awaitable<void> {
+      co_await conn.Execute(kFinishAttempt, charge_id, Nullable(p.attempt_no), Nullable(p.finished_at),
+                            Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
     });
   }
 
@@ -257,18 +262,16 @@ class PgChargeStore final : public ChargeStore {
         required_owner = t.owner_id;
         break;
     }
-    co_return co_await RunJob<CompleteResult>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kComplete.name, charge_id, std::string(ToString(t.to)),
-                                      Nullable(t.acquirer_capture_id), Nullable(t.decline_code),
-                                      Nullable(t.failure_reason), util::ToUnixMicros(t.at), Nullable(response_status),
-                                      Nullable(t.response_body), t.traceparent, Nullable(p.attempt_no),
-                                      Nullable(p.finished_at), Nullable(p.outcome), Nullable(p.evidence),
-                                      Nullable(p.http_status), Nullable(required_owner));
-      if (!r.empty()) return CompleteResult{true, ReadCharge(r[0])};
-      const auto now = tx.exec_prepared(kReadByUuid.name, charge_id);
+    co_return co_await RunJob<CompleteResult>(pool_, [&](PgConnection& conn) -> asio::awaitable<CompleteResult> {
+      const auto r = co_await conn.Execute(
+          kComplete, charge_id, std::string(ToString(t.to)), Nullable(t.acquirer_capture_id),
+          Nullable(t.decline_code), Nullable(t.failure_reason), util::ToUnixMicros(t.at), Nullable(response_status),
+          Nullable(t.response_body), t.traceparent, Nullable(p.attempt_no), Nullable(p.finished_at),
+          Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status), Nullable(required_owner));
+      if (!r.empty()) co_return CompleteResult{true, ReadCharge(r[0])};
+      const auto now = co_await conn.Execute(kReadByUuid, charge_id);
       if (now.empty()) throw std::runtime_error("no charge " + charge_id + " to complete");
-      return CompleteResult{false, ReadCharge(now[0])};
+      co_return CompleteResult{false, ReadCharge(now[0])};
     });
   }
 
@@ -276,41 +279,41 @@ class PgChargeStore final : public ChargeStore {
                                                                  const std::string& reason, Timestamp at,
                                                                  const std::string& traceparent) override {
     const std::string status(ToString(expected));
-    co_return co_await RunJob<std::optional<Charge>>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r =
-          tx.exec_prepared(kFlagForReview.name, charge_id, status, reason, util::ToUnixMicros(at), traceparent);
-      return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
-    });
+    co_return co_await RunJob<std::optional<Charge>>(
+        pool_, [&](PgConnection& conn) -> asio::awaitable<std::optional<Charge>> {
+          const auto r =
+              co_await conn.Execute(kFlagForReview, charge_id, status, reason, util::ToUnixMicros(at), traceparent);
+          co_return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
+        });
   }
 
   asio::awaitable<DbResult<bool>> RenewLease(const std::string& charge_id, const std::string& owner_id,
                                              std::chrono::milliseconds lease) override {
-    co_return co_await RunJob<bool>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      return !tx.exec_prepared(kRenewLease.name, charge_id, owner_id, static_cast<std::int64_t>(lease.count())).empty();
+    co_return co_await RunJob<bool>(pool_, [&](PgConnection& conn) -> asio::awaitable<bool> {
+      const auto r =
+          co_await conn.Execute(kRenewLease, charge_id, owner_id, static_cast<std::int64_t>(lease.count()));
+      co_return !r.empty();
     });
   }
 
   asio::awaitable<DbResult<AttemptHistory>> ReadAttemptHistory(const std::string& charge_id) override {
-    co_return co_await RunJob<AttemptHistory>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared1(kAttemptHistory.name, charge_id);
+    co_return co_await RunJob<AttemptHistory>(pool_, [&](PgConnection& conn) -> asio::awaitable<AttemptHistory> {
+      const auto r = co_await conn.Execute(kAttemptHistory, charge_id);
+      const auto row = r[0];
       AttemptHistory history;
-      history.capture_may_have_left = r[0].as<std::int64_t>() > 0;
-      history.not_found_looks = static_cast<int>(r[1].as<std::int64_t>());
-      if (!r[2].is_null()) history.first_not_found_at = util::FromUnixMicros(r[2].as<std::int64_t>());
-      return history;
+      history.capture_may_have_left = row[0].as<std::int64_t>() > 0;
+      history.not_found_looks = static_cast<int>(row[1].as<std::int64_t>());
+      if (!row[2].is_null()) history.first_not_found_at = util::FromUnixMicros(row[2].as<std::int64_t>());
+      co_return history;
     });
   }
 
   asio::awaitable<DbResult<void>> Release(const std::string& charge_id, const std::string& owner_id,
                                           const std::optional<AttemptFinish>& attempt) override {
     const auto p = ToParams(attempt);
-    co_return co_await RunJob<void>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      tx.exec_prepared(kRelease.name, charge_id, owner_id, Nullable(p.attempt_no), Nullable(p.finished_at),
-                       Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
+    co_return co_await RunJob<void>(pool_, [&](PgConnection& conn) -> asio::awaitable<void> {
+      co_await conn.Execute(kRelease, charge_id, owner_id, Nullable(p.attempt_no), Nullable(p.finished_at),
+                            Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
     });
   }
 
@@ -318,31 +321,30 @@ class PgChargeStore final : public ChargeStore {
   // references to the arguments just as these functions' own frame would.
   asio::awaitable<DbResult<std::optional<Charge>>> FindById(const std::string& merchant_id,
                                                             const std::string& charge_id) override {
-    return FindOne(kReadById.name, merchant_id, charge_id);
+    return FindOne(kReadById, merchant_id, charge_id);
   }
 
   asio::awaitable<DbResult<std::optional<Charge>>> FindByKey(const std::string& merchant_id,
                                                              const std::string& idempotency_key) override {
-    return FindOne(kReadByKey.name, merchant_id, idempotency_key);
+    return FindOne(kReadByKey, merchant_id, idempotency_key);
   }
 
   asio::awaitable<DbResult<std::int64_t>> CountPendingOlderThan(std::chrono::milliseconds older_than) override {
-    co_return co_await RunJob<std::int64_t>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kCountPending.name, static_cast<std::int64_t>(older_than.count()));
-      return r[0][0].as<std::int64_t>();
+    co_return co_await RunJob<std::int64_t>(pool_, [&](PgConnection& conn) -> asio::awaitable<std::int64_t> {
+      const auto r = co_await conn.Execute(kCountPending, static_cast<std::int64_t>(older_than.count()));
+      co_return r[0][0].as<std::int64_t>();
     });
   }
 
  private:
   // The charge a statement finds by the merchant and one key of it (its id, its idempotency key).
-  asio::awaitable<DbResult<std::optional<Charge>>> FindOne(const char* statement, const std::string& merchant_id,
-                                                           const std::string& key) {
-    co_return co_await RunJob<std::optional<Charge>>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(statement, merchant_id, key);
-      return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
-    });
+  asio::awaitable<DbResult<std::optional<Charge>>> FindOne(const db::Statement& statement,
+                                                           const std::string& merchant_id, const std::string& key) {
+    co_return co_await RunJob<std::optional<Charge>>(
+        pool_, [&](PgConnection& conn) -> asio::awaitable<std::optional<Charge>> {
+          const auto r = co_await conn.Execute(statement, merchant_id, key);
+          co_return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
+        });
   }
 
   db::PgPool& pool_;

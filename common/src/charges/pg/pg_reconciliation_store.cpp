@@ -1,7 +1,5 @@
 // PgReconciliationStore: the reconciler's SQL. Every operation is one statement in autocommit, so no
 // transaction (and no row lock) outlives the statement; the claim is the owner lease it writes.
-#include <pqxx/pqxx>
-
 #include "charge_outbox/charges/reconciliation_store.hpp"
 #include "charge_outbox/util/time.hpp"
 #include "charges/pg/charge_sql.hpp"
@@ -76,16 +74,18 @@ constexpr db::Statement kFindByIds{
 
 constexpr db::Statement kStatements[] = {kClaimDue, kReschedule, kReleaseAll, kCapturedInWindow, kFindByIds};
 
-std::vector<Charge> ReadCharges(const pqxx::result& r) {
+using db::PgConnection;
+
+std::vector<Charge> ReadCharges(const db::PgResult& r) {
   std::vector<Charge> out;
   out.reserve(r.size());
-  for (const auto& row : r) out.push_back(sql::ReadCharge(row));
+  for (const auto row : r) out.push_back(sql::ReadCharge(row));
   return out;
 }
 
 template <typename T, typename Job>
 asio::awaitable<DbResult<T>> RunJob(db::PgPool& pool, Job job) {
-  co_return co_await sql::RunJob<T>(pool, kStatements, std::move(job));
+  co_return co_await sql::RunJob<T>(pool, std::move(job));
 }
 
 std::int64_t Millis(std::chrono::milliseconds d) { return static_cast<std::int64_t>(d.count()); }
@@ -96,23 +96,19 @@ class PgReconciliationStore final : public ReconciliationStore {
 
   asio::awaitable<DbResult<ClaimBatch>> ClaimDue(const ClaimRequest& request) override {
     const std::string after = request.after ? request.after->created_at : "-infinity";
-    co_return co_await RunJob<ClaimBatch>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kClaimDue.name, Millis(request.grace), after, request.limit, request.owner_id,
-                                      Millis(request.lease));
+    co_return co_await RunJob<ClaimBatch>(pool_, [&](PgConnection& conn) -> asio::awaitable<ClaimBatch> {
+      const auto r = co_await conn.Execute(kClaimDue, Millis(request.grace), after, request.limit, request.owner_id,
+                                           Millis(request.lease));
       ClaimBatch batch;
       batch.charges.reserve(r.size());
-      for (const auto& row : r) {
+      for (const auto row : r) {
         ClaimedCharge claimed;
         claimed.charge = sql::ReadCharge(row);
         claimed.check_count = row[sql::kChargeColumns].as<int>();
         batch.charges.push_back(std::move(claimed));
       }
-      if (!r.empty()) {
-        const auto& last = r[r.size() - 1];
-        batch.next = SweepCursor{last[sql::kChargeColumns + 1].as<std::string>()};
-      }
-      return batch;
+      if (!r.empty()) batch.next = SweepCursor{r[r.size() - 1][sql::kChargeColumns + 1].as<std::string>()};
+      co_return batch;
     });
   }
 
@@ -120,30 +116,29 @@ class PgReconciliationStore final : public ReconciliationStore {
                                              std::chrono::milliseconds delay,
                                              const std::optional<AttemptFinish>& attempt) override {
     const auto p = sql::ToParams(attempt);
-    co_return co_await RunJob<bool>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      const auto r = tx.exec_prepared(kReschedule.name, charge_id, owner_id, Millis(delay),
-                                      sql::Nullable(p.attempt_no), sql::Nullable(p.finished_at),
-                                      sql::Nullable(p.outcome), sql::Nullable(p.evidence),
-                                      sql::Nullable(p.http_status));
-      return r[0][0].as<std::int64_t>() > 0;
+    co_return co_await RunJob<bool>(pool_, [&](PgConnection& conn) -> asio::awaitable<bool> {
+      const auto r = co_await conn.Execute(kReschedule, charge_id, owner_id, Millis(delay),
+                                           sql::Nullable(p.attempt_no), sql::Nullable(p.finished_at),
+                                           sql::Nullable(p.outcome), sql::Nullable(p.evidence),
+                                           sql::Nullable(p.http_status));
+      co_return r[0][0].as<std::int64_t>() > 0;
     });
   }
 
   asio::awaitable<DbResult<int>> ReleaseAll(const std::string& owner_id) override {
-    co_return co_await RunJob<int>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      return static_cast<int>(tx.exec_prepared(kReleaseAll.name, owner_id)[0][0].as<std::int64_t>());
+    co_return co_await RunJob<int>(pool_, [&](PgConnection& conn) -> asio::awaitable<int> {
+      const auto r = co_await conn.Execute(kReleaseAll, owner_id);
+      co_return static_cast<int>(r[0][0].as<std::int64_t>());
     });
   }
 
   asio::awaitable<DbResult<std::vector<Charge>>> FindCapturedInWindow(Timestamp from, Timestamp to,
                                                                       Timestamp created_after) override {
-    co_return co_await RunJob<std::vector<Charge>>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      return ReadCharges(tx.exec_prepared(kCapturedInWindow.name, util::ToUnixMicros(from), util::ToUnixMicros(to),
-                                          util::ToUnixMicros(created_after)));
-    });
+    co_return co_await RunJob<std::vector<Charge>>(
+        pool_, [&](PgConnection& conn) -> asio::awaitable<std::vector<Charge>> {
+          co_return ReadCharges(co_await conn.Execute(kCapturedInWindow, util::ToUnixMicros(from),
+                                                       util::ToUnixMicros(to), util::ToUnixMicros(created_after)));
+        });
   }
 
   asio::awaitable<DbResult<std::vector<Charge>>> FindByIds(const std::vector<std::string>& ids) override {
@@ -154,10 +149,10 @@ class PgReconciliationStore final : public ReconciliationStore {
       array += ids[i];
     }
     array += '}';
-    co_return co_await RunJob<std::vector<Charge>>(pool_, [&](pqxx::connection& conn) {
-      pqxx::nontransaction tx(conn);
-      return ReadCharges(tx.exec_prepared(kFindByIds.name, array));
-    });
+    co_return co_await RunJob<std::vector<Charge>>(
+        pool_, [&](PgConnection& conn) -> asio::awaitable<std::vector<Charge>> {
+          co_return ReadCharges(co_await conn.Execute(kFindByIds, array));
+        });
   }
 
  private:
