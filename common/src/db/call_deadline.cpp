@@ -25,7 +25,13 @@ CallDeadlines::Armed CallDeadlines::Arm(int socket, Clock::time_point deadline) 
   const auto id = next_id_++;
   if (copy >= 0) {
     entries_.emplace(id, Entry{.socket = copy, .deadline = deadline, .expired = false});
-    changed_.notify_all();
+    // Calls share one call_timeout, so a new deadline is nearly always later than one already watched:
+    // the watcher, asleep until that one, need not wake (a wake-up per database call was a context
+    // switch per call).
+    if (deadline < wake_at_) {
+      wake_at_ = deadline;
+      changed_.notify_all();
+    }
   }
   return Armed(this, id);
 }
@@ -59,6 +65,7 @@ void CallDeadlines::Watch() {
         next = std::min(next, entry.deadline);
       }
     }
+    wake_at_ = next;
     if (next == Clock::time_point::max()) {
       changed_.wait(lock);
     } else {

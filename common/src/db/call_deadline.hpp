@@ -59,6 +59,7 @@ class CallDeadlines {
   std::condition_variable changed_;
   std::map<std::uint64_t, Entry> entries_;
   std::uint64_t next_id_ = 1;
+  Clock::time_point wake_at_ = Clock::time_point::max();  // when the watcher wakes next, unless notified
   bool stopping_ = false;
   std::thread thread_;
 };
