@@ -89,14 +89,6 @@ void PgField::Unconvertible(const char* type) const {
                           " is not " + type);
 }
 
-std::int64_t PgResult::affected_rows() const {
-  if (!result_) return 0;
-  const std::string_view text = PQcmdTuples(result_.get());
-  std::int64_t n = 0;
-  std::from_chars(text.data(), text.data() + text.size(), n);
-  return n;
-}
-
 std::vector<const char*> PgParams::Pointers() const {
   std::vector<const char*> out;
   out.reserve(values_.size());

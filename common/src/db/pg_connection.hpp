@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -40,7 +39,7 @@ class PgField {
   std::string_view view() const {
     return {PQgetvalue(result_, row_, column_), static_cast<std::size_t>(PQgetlength(result_, row_, column_))};
   }
-  // std::string, bool, or an integer; a NULL or a value that does not parse throws std::domain_error.
+  // std::string or an integer; a NULL or a value that does not parse throws std::domain_error.
   template <typename T>
   T as() const;
   template <typename T>
@@ -75,8 +74,6 @@ class PgResult {
   std::size_t size() const { return result_ ? static_cast<std::size_t>(PQntuples(result_.get())) : 0; }
   bool empty() const { return size() == 0; }
   PgRow operator[](std::size_t row) const { return {result_.get(), static_cast<int>(row)}; }
-  // The rows a data-modifying statement without RETURNING touched.
-  std::int64_t affected_rows() const;
 
   class Iterator {
    public:
@@ -138,7 +135,7 @@ class PgConnection {
   PgConnection& operator=(const PgConnection&) = delete;
 
   // Runs `statement`, preparing it on this connection first if it has not been yet, in autocommit unless
-  // a transaction is open. Resumes on `executor`.
+  // a transaction is open. Waits on, and resumes on, the awaiting coroutine's executor.
   boost::asio::awaitable<PgResult> Execute(const Statement& statement, const PgParams& params);
   template <typename... Args>
   boost::asio::awaitable<PgResult> Execute(const Statement& statement, const Args&... args) {
@@ -172,12 +169,8 @@ T PgField::as() const {
   const auto text = view();
   if constexpr (std::is_same_v<T, std::string>) {
     return std::string(text);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (text == "t") return true;
-    if (text == "f") return false;
-    Unconvertible("bool");
   } else {
-    static_assert(std::is_integral_v<T>, "PgField::as: std::string, bool or an integer");
+    static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>, "PgField::as: std::string or an integer");
     T value{};
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (error != std::errc() || end != text.data() + text.size()) Unconvertible("an integer");

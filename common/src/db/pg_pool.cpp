@@ -10,6 +10,10 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <vector>
 
 namespace charge_outbox::db {
 
@@ -168,6 +172,10 @@ asio::awaitable<PgPool::Lease> PgPool::Acquire() {
     if (!waiter.handed) {
       if (shared.closed) throw PoolOverloaded("database pool is closed");
       // Its caller's deadline passed while every connection was busy (or hung): nothing was sent.
+      throw PoolOverloaded("no database connection free within database.call_timeout");
+    }
+    if (CallDeadlines::Clock::now() >= deadline) {
+      // Handed over as its deadline passed: the connection goes on to the next job, still good.
       throw PoolOverloaded("no database connection free within database.call_timeout");
     }
     connection = std::move(waiter.connection);

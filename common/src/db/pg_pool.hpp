@@ -13,16 +13,12 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 
-#include <chrono>
 #include <cstddef>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "charge_outbox/db/database.hpp"
 #include "db/call_deadline.hpp"
