@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <regex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -179,25 +182,33 @@ TEST_F(HostileClientsE2E, AnonymousRefusalsArePacedPerClientAndAMerchantsRequest
   const auto started = std::chrono::steady_clock::now();
   const auto until = started + 2s;
   std::atomic<int> refused{0}, merchant_answers{0}, other{0};
+  std::mutex unexpected_mutex;
+  std::map<std::string, int> unexpected;  // "flooder 503": count, to say what went wrong
+  const auto count_unexpected = [&](const char* who, const HttpResult& r) {
+    ++other;
+    const std::lock_guard lock(unexpected_mutex);
+    ++unexpected[std::string(who) + " " + (r.error ? r.error.message() : std::to_string(r.status()))];
+  };
   std::vector<std::thread> threads;
   for (int t = 0; t < kFlooders; ++t) {
     threads.emplace_back([&] {
       HttpTestClient client(api_->port(), "127.0.0.1", 10s);
       while (std::chrono::steady_clock::now() < until) {
         const auto r = client.Send(boost::beast::http::verb::put, "/v1/charges", "", {});
-        ++(r.status() == 405 ? refused : other);
+        r.status() == 405 && !r.error ? void(++refused) : count_unexpected("flooder", r);
       }
     });
   }
   threads.emplace_back([&] {
     HttpTestClient client(api_->port());
     while (std::chrono::steady_clock::now() < until) {
-      ++(client.Get("/v1/charges?idempotency_key=k", Bearer(kApiKey1)).status() == 404 ? merchant_answers : other);
+      const auto r = client.Get("/v1/charges?idempotency_key=k", Bearer(kApiKey1));
+      r.status() == 404 && !r.error ? void(++merchant_answers) : count_unexpected("merchant", r);
     }
   });
   for (auto& thread : threads) thread.join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(other.load(), 0) << ::testing::PrintToString(unexpected) << "\n" << api_->Output();
   EXPECT_LE(refused.load(), kBurst + kRate * seconds + kFlooders) << "in " << seconds << " s";
   EXPECT_GE(refused.load(), kBurst);
   EXPECT_GE(Metric(Metrics(), "charge_api_refusals_held_total"), refused.load() - kBurst - kFlooders);
