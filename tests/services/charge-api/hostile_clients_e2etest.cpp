@@ -177,7 +177,11 @@ TEST_F(HostileClientsE2E, AMerchantsRequestsWhileItsKeyIsAskedAgainAreNeverRefus
 // (bench/flood/run: 15,000 a second, taking the cores the charges needed).
 TEST_F(HostileClientsE2E, AnonymousRefusalsArePacedPerClientAndAMerchantsRequestsAreNot) {
   constexpr double kRate = 50, kBurst = 20;
-  StartApi({{"HTTP_REFUSAL_PACING_RATE", "50"}, {"HTTP_REFUSAL_PACING_BURST", "20"}});
+  // The merchant's own limit off: one connection of GETs answered from an idle database outruns its
+  // 2,000 a second (CI saw 429s), and this test is about the pacing of anonymous refusals only.
+  StartApi({{"HTTP_REFUSAL_PACING_RATE", "50"},
+            {"HTTP_REFUSAL_PACING_BURST", "20"},
+            {"RATE_LIMIT_PER_MERCHANT_RATE", "0"}});
   constexpr int kFlooders = 8;
   const auto started = std::chrono::steady_clock::now();
   const auto until = started + 2s;
