@@ -28,21 +28,36 @@ std::vector<std::string> SplitKey(std::string_view key) {
   return parts;
 }
 
+// What a file may expand to. YAML's aliases make a graph of the text: an alias inside the map it names is
+// a cycle, and aliases that repeat each other grow a tree exponential in the text's size (a few hundred
+// bytes for a billion values). Every walk of the tree after the load is bounded by these.
+constexpr int kMaxDepth = 16;
+constexpr std::size_t kMaxValues = 10'000;
+
 // Every key of every map is a plain name. Checked once at load: a list or map used as a key ("? [a, b]",
 // "{[x]: 1}") would otherwise throw from yaml-cpp's conversions deep in a lookup, outside any ConfigError.
-void RequireScalarKeys(const YAML::Node& node, const std::string& prefix) {
+// Also checks the bounds above, aliases expanded, before anything else walks the tree.
+void RequireScalarKeys(const YAML::Node& node, const std::string& prefix, int depth, std::size_t& values) {
+  const auto where = prefix.empty() ? std::string("--config") : prefix;
+  if (++values > kMaxValues) {
+    throw ConfigError(where, "the file holds more than " + std::to_string(kMaxValues) +
+                                 " values once its aliases are expanded");
+  }
+  if (depth > kMaxDepth) {
+    throw ConfigError(where, "nested deeper than " + std::to_string(kMaxDepth) +
+                                 " levels (an alias inside the map or list it names?)");
+  }
   if (node.IsMap()) {
     for (const auto& kv : node) {
       if (!kv.first.IsScalar()) {
-        throw ConfigError(prefix.empty() ? "--config" : prefix,
-                          "a key must be a plain name, found a list or map at line " +
-                              std::to_string(kv.first.Mark().line + 1));
+        throw ConfigError(where, "a key must be a plain name, found a list or map at line " +
+                                     std::to_string(kv.first.Mark().line + 1));
       }
       const auto name = kv.first.Scalar();
-      RequireScalarKeys(kv.second, prefix.empty() ? name : prefix + "." + name);
+      RequireScalarKeys(kv.second, prefix.empty() ? name : prefix + "." + name, depth + 1, values);
     }
   } else if (node.IsSequence()) {
-    for (const auto& item : node) RequireScalarKeys(item, prefix);
+    for (const auto& item : node) RequireScalarKeys(item, prefix, depth + 1, values);
   }
 }
 
@@ -130,7 +145,8 @@ ConfigReader ConfigReader::FromString(std::string_view yaml_text, EnvLookup env)
   if (!state->root.IsNull() && !state->root.IsMap()) {
     throw ConfigError("--config", "the file must be a YAML map of keys");
   }
-  RequireScalarKeys(state->root, "");
+  std::size_t values = 0;
+  RequireScalarKeys(state->root, "", 0, values);
   return ConfigReader(std::move(state));
 }
 

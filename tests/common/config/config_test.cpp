@@ -156,6 +156,31 @@ TEST(ConfigReader, AListOrMapAsAKeyIsAConfigErrorNotACrash) {
   EXPECT_EQ(ErrorOf([] { ConfigReader::FromString("a:\n  - {[x]: 1}\n", FakeEnv({})); }).key(), "a");
 }
 
+// Found by the fuzz smoke: an alias inside the map it names made the first walk of the tree recurse until
+// the stack overflowed. A cycle, and aliases that repeat each other into a huge tree, are config errors.
+TEST(ConfigReader, AnAliasInsideWhatItNamesOrAnExponentialTreeIsAConfigErrorNotACrash) {
+  const auto cycle = ErrorOf([] { ConfigReader::FromString("http: &b {port: *b}\n", FakeEnv({})); });
+  EXPECT_THAT(cycle.key(), ::testing::StartsWith("http.port.port"));
+  EXPECT_THAT(cycle.problem(), HasSubstr("nested deeper than 16 levels"));
+  EXPECT_THAT(ErrorOf([] { ConfigReader::FromString("a: &a [1, *a]\n", FakeEnv({})); }).problem(),
+              HasSubstr("nested deeper"));
+
+  // 8^6 values from a few hundred bytes, six levels deep: refused long before they are all walked.
+  std::string laughs = "l0: &l0 [1, 1, 1, 1, 1, 1, 1, 1]\n";
+  for (int i = 1; i <= 6; ++i) {
+    const auto previous = "*l" + std::to_string(i - 1);
+    laughs += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int k = 0; k < 8; ++k) laughs += (k == 0 ? "" : ", ") + previous;
+    laughs += "]\n";
+  }
+  EXPECT_THAT(ErrorOf([&] { ConfigReader::FromString(laughs, FakeEnv({})); }).problem(),
+              HasSubstr("more than 10000 values"));
+
+  // Aliases used as YAML means them still work.
+  auto shared = ConfigReader::FromString("defaults: &d {port: 7}\nhttp: *d\n", FakeEnv({}));
+  EXPECT_EQ(shared.Integer("http.port", std::nullopt, 1, 65535), 7);
+}
+
 TEST(ConfigReader, EnvNameUppercasesAndJoinsWithUnderscores) {
   EXPECT_EQ(ConfigReader::EnvName("kafka.bootstrap_servers"), "KAFKA_BOOTSTRAP_SERVERS");
 }
