@@ -15,8 +15,10 @@
 //   steady_load DATABASE_URL BOOTSTRAP|- TOPIC RATE SECONDS WARMUP WRITERS RELAY_PID MERCHANT
 //
 // BOOTSTRAP "-": no consumer (the writers-only baseline: the relay is stopped). Prints
-// `RESULT rate=... events=... p50_ms=... p99_ms=... max_ms=... pg_cpu_s=... relay_sessions_cpu_s=...
-// relay_cpu_s=... seconds=...` (latencies -1 without a consumer).
+// `RESULT rate=... events=... p50_ms=... p99_ms=... max_ms=... produced_p50_ms=... produced_p99_ms=...
+// kafka_p99_ms=... pg_cpu_s=... relay_sessions_cpu_s=... relay_cpu_s=... seconds=...` (latencies -1 without
+// a consumer): produced_* is commit -> the relay's produce call (the relay's half), kafka_p99_ms the produce
+// call -> consumed (Kafka's half), both from the message's CreateTime, in whole milliseconds.
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
 
@@ -284,6 +286,7 @@ int main(int argc, char** argv) {
 
   std::vector<double> latencies_ms;
   std::vector<double> to_produce_ms;  // commit -> the relay's produce call: where a late event waited
+  std::vector<double> from_produce_ms;  // the produce call -> consumed: Kafka's half (CreateTime is in ms)
   std::int64_t unmatched = 0;  // an event of another run's charge (none expected: keys carry this run's start)
   for (const auto& c : consumed) {
     const auto commit = committed.Get(c.charge, c.sequence);
@@ -293,11 +296,13 @@ int main(int argc, char** argv) {
       latencies_ms.push_back(std::max(0.0, static_cast<double>(c.at_us - commit) / 1000.0));
       if (c.produced_ms >= 0) {
         to_produce_ms.push_back(std::max(0.0, static_cast<double>(c.produced_ms * 1000 - commit) / 1000.0));
+        from_produce_ms.push_back(std::max(0.0, static_cast<double>(c.at_us - c.produced_ms * 1000) / 1000.0));
       }
     }
   }
   std::sort(latencies_ms.begin(), latencies_ms.end());
   std::sort(to_produce_ms.begin(), to_produce_ms.end());
+  std::sort(from_produce_ms.begin(), from_produce_ms.end());
   const double window_s = static_cast<double>(window_end - window_start) / 1e6;
   std::printf("written %lld charges (%lld write failures), %lld events received of %lld (%lld not this run's)\n",
               static_cast<long long>(charges), static_cast<long long>(failures.load()),
@@ -305,10 +310,11 @@ int main(int argc, char** argv) {
               static_cast<long long>(unmatched));
   std::printf(
       "RESULT rate=%.0f events=%zu p50_ms=%.2f p99_ms=%.2f max_ms=%.2f produced_p50_ms=%.2f produced_p99_ms=%.2f "
-      "pg_cpu_s=%.3f relay_sessions_cpu_s=%.3f relay_cpu_s=%.3f seconds=%.3f\n",
+      "kafka_p99_ms=%.2f pg_cpu_s=%.3f relay_sessions_cpu_s=%.3f relay_cpu_s=%.3f seconds=%.3f\n",
       a.rate, latencies_ms.size(), Percentile(latencies_ms, 0.5), Percentile(latencies_ms, 0.99),
       latencies_ms.empty() ? -1.0 : latencies_ms.back(), Percentile(to_produce_ms, 0.5),
-      Percentile(to_produce_ms, 0.99), pg1 - pg0, sessions1 - sessions0, relay1 - relay0, window_s);
+      Percentile(to_produce_ms, 0.99), Percentile(from_produce_ms, 0.99), pg1 - pg0, sessions1 - sessions0,
+      relay1 - relay0, window_s);
   // Events never seen count as failures: a benchmark must not report the speed of losses.
   const bool complete = !consume || received - unmatched == expected;
   return failures.load() == 0 && complete ? 0 : 1;

@@ -20,7 +20,8 @@ inline rd_kafka_t* LatestConsumer(const std::string& bootstrap, const std::strin
                                                                                {"group.id", group},
                                                                                {"auto.offset.reset", "latest"},
                                                                                {"enable.auto.commit", "false"},
-                                                                               {"fetch.wait.max.ms", "5"}}) {
+                                                                               {"fetch.wait.max.ms", "5"},
+                                                                               {"socket.nagle.disable", "true"}}) {
     if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
       rd_kafka_conf_destroy(conf);
       throw std::runtime_error(k + ": " + err);

@@ -153,6 +153,23 @@ TEST(RelayConfigTest, SecuritySettingsPassThroughAndSecretsComeFromTheEnvironmen
   EXPECT_THROW(LoadConfig(in_file, true), config::ConfigError);
 }
 
+TEST(RelayConfigTest, NaglesAlgorithmIsOffUnlessConfiguredAndABadValueIsAConfigErrorNamingTheKey) {
+  const auto env = Env({{"DATABASE_URL", "postgresql://db/x"}, {"KAFKA_BOOTSTRAP_SERVERS", "k:9092"}});
+  auto defaults = config::ConfigReader::FromString("", env);
+  EXPECT_EQ(LoadConfig(defaults, true).kafka_properties.at("socket.nagle.disable"), "true");
+
+  auto on = config::ConfigReader::FromString("kafka:\n  socket_nagle_disable: false\n", env);
+  EXPECT_EQ(LoadConfig(on, true).kafka_properties.at("socket.nagle.disable"), "false");
+
+  auto bad = config::ConfigReader::FromString("kafka:\n  socket_nagle_disable: sometimes\n", env);
+  try {
+    LoadConfig(bad, true);
+    FAIL() << "a value that is not a boolean was accepted";
+  } catch (const config::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("kafka.socket_nagle_disable"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RelayConfigTest, TheDaemonNeedsKafkaAndTheSubcommandsDoNot) {
   auto daemon = config::ConfigReader::FromString("", Env({{"DATABASE_URL", "postgresql://db/x"}}));
   try {
