@@ -32,8 +32,8 @@ void ReadClientProperties(config::ConfigReader& reader, std::string_view default
   }
   properties["client.id"] = reader.String("kafka.client_id", std::string(default_client_id));
   // librdkafka 2.0 leaves Nagle's algorithm on, and it sends one request per partition: the second of a
-  // batch's requests then waits for the broker's acknowledgement of the first, a round trip or a delayed
-  // ACK later (docs/outbox-relay.md, "Nagle"). librdkafka's own batching is linger.ms, not the socket's.
+  // batch's requests to a broker then waits for the acknowledgement of the first (docs/outbox-relay.md,
+  // "Kafka" and "Where the tail is"). librdkafka batches by linger.ms; the socket need not.
   properties["socket.nagle.disable"] = reader.Boolean("kafka.socket_nagle_disable", true) ? "true" : "false";
   for (const auto& p : kSecretPassThrough) {
     if (auto value = reader.OptionalSecret(p.key); value && !value->empty()) properties[p.property] = *value;
