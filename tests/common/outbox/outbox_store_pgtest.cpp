@@ -350,6 +350,33 @@ TEST_F(OutboxStoreTest, AParkedEventHoldsBackItsChargeUntilRetriedOrSkipped) {
   EXPECT_THAT(admin->ListParked(10).value(), IsEmpty());
 }
 
+TEST_F(OutboxStoreTest, AShardsNextOwnerHoldsBackTheChargesItsPreviousOwnerParked) {
+  const auto a1 = Insert("ch_a", 1, 1);
+  const auto a2 = Insert("ch_a", 2, 1);
+  const auto b1 = Insert("ch_b", 1, 2);
+  {
+    auto first_owner = OpenSession();
+    const auto owned = first_owner->Rebalance().value().owned;
+    const auto batch = first_owner->Claim(owned, 100, 1).value();
+    const auto a_event = *std::find_if(batch.begin(), batch.end(), [&](const auto& e) { return e.id == a1; });
+    ASSERT_TRUE(first_owner->Park(a_event, "INVALID_RECORD").has_value());
+  }
+  // The next owner parked nothing itself: it learns of ch_a's parked event when it takes the shard.
+  auto next_owner = OpenSession();
+  auto owned = next_owner->Rebalance().value().owned;
+  EXPECT_THAT(Ids(next_owner->Claim(owned, 100, 4).value()), ElementsAre(b1));
+
+  // Retried, the event goes first, then the charge's next one; a rebalance that finds nothing parked
+  // any more claims without looking for parked events.
+  auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
+  EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kDone);
+  owned = next_owner->Rebalance().value().owned;
+  const auto batch = next_owner->Claim(owned, 100, 4).value();
+  std::vector<std::pair<std::string, int>> waves;
+  for (const auto& e : batch) waves.emplace_back(e.id, e.wave);
+  EXPECT_THAT(waves, ::testing::UnorderedElementsAre(std::pair{a1, 0}, std::pair{a2, 1}, std::pair{b1, 0}));
+}
+
 TEST_F(OutboxStoreTest, MembersShareTheShardsAndTakeOverWhenOneLeaves) {
   std::vector<std::unique_ptr<RelaySession>> sessions;
   for (int i = 0; i < 3; ++i) sessions.push_back(OpenSession());

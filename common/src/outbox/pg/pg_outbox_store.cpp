@@ -36,17 +36,32 @@ constexpr const char* kNotifyChannel = "outbox_inserted";
 // are owned in contiguous ranges, so BETWEEN is tested on the index entry and other members' rows
 // cost no heap visit; $3 lists the shards only while a rebalance leaves holes in the range (empty
 // otherwise: ANY walks the whole array for every row); $5 holds the events this session delivered and
-// has not marked yet (the relay marks once every few claims), left out like published ones. A charge with a
-// parked event is left out entirely (its later events wait behind it), and so is the parked event:
-// however many are parked, they never fill the window. The relay numbers each charge's events in the
-// window (the waves); no lookup per row is needed because, within a charge, position order is
-// sequence order (event N is committed before N+1 is inserted, and position is drawn at insert), and
-// every event of a charge is in one shard: an unpublished predecessor of any row in the window is
-// earlier in the same window (docs, "The claim query"). Nothing committed can be created in the
-// future, so both scans skip the partitions made ahead. ce_time is formatted by the relay from the epoch
-// microseconds: to_char costs about 1 µs a row. producer (0009) makes ce_source.
+// has not marked yet (the relay marks once every few claims), left out like published ones. The relay
+// numbers each charge's events in the window (the waves); no lookup per row is needed because, within a
+// charge, position order is sequence order (event N is committed before N+1 is inserted, and position is
+// drawn at insert), and every event of a charge is in one shard: an unpublished predecessor of any row in
+// the window is earlier in the same window (docs, "The claim query"). Nothing committed can be created in
+// the future, so the scans skip the partitions made ahead. ce_time is formatted by the relay from the
+// epoch microseconds: to_char costs about 1 µs a row. producer (0009) makes ce_source.
+//
+// Two forms of it. While a parked event lies in the member's shards, kClaimAroundParked leaves out every
+// charge with one entirely (its later events wait behind it), and however many are parked, they never fill
+// the window. Otherwise kClaim, without that anti-join: it is a scan of each surviving partition, set up
+// for every claim, and a quarter of the claim's cost in the database (docs, "Parked events").
 constexpr db::Statement kClaim{
     "outbox_claim",
+    R"sql(
+     SELECT o.id::text, o.aggregateid, o.type, o.payload::text, o.sequence, o.shard, o.position,
+            COALESCE(o.traceparent, ''), (extract(epoch FROM o.created_at) * 1000000)::bigint,
+            COALESCE(o.producer, '')
+      FROM outbox o
+      WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint
+        AND (cardinality($3::int[]) = 0 OR o.shard::int = ANY($3::int[])) AND o.parked_at IS NULL
+        AND o.created_at < now() + interval '1 hour' AND o.position <> ALL($5::bigint[])
+      ORDER BY o.position LIMIT $4)sql"};
+
+constexpr db::Statement kClaimAroundParked{
+    "outbox_claim_around_parked",
     R"sql(
      SELECT o.id::text, o.aggregateid, o.type, o.payload::text, o.sequence, o.shard, o.position,
             COALESCE(o.traceparent, ''), (extract(epoch FROM o.created_at) * 1000000)::bigint,
@@ -59,6 +74,14 @@ constexpr db::Statement kClaim{
                                     AND p.created_at < now() + interval '1 hour')
         AND o.created_at < now() + interval '1 hour' AND o.position <> ALL($5::bigint[])
       ORDER BY o.position LIMIT $4)sql"};
+
+// Whether any of the shards holds a parked event (through outbox_parked, normally empty).
+constexpr db::Statement kAnyParked{
+    "outbox_any_parked",
+    R"sql(
+     SELECT EXISTS (SELECT 1 FROM outbox
+                     WHERE parked_at IS NOT NULL AND published_at IS NULL AND shard::int = ANY($1::int[])
+                       AND created_at < now() + interval '1 hour'))sql"};
 
 // Found through outbox_unpublished_in_order, in the order the claim read them. position identifies
 // the row: outbox_position_seq draws it at insert and nothing else ever writes it. (An id test in the
@@ -98,7 +121,8 @@ constexpr db::Statement kUnlockShards{
     "outbox_unlock_shards",
     "SELECT count(*) FILTER (WHERE pg_advisory_unlock($2::int, s)) FROM unnest($1::int[]) AS s"};
 
-constexpr db::Statement kRelayStatements[] = {kClaim, kMark, kPark, kMembers, kLockShards, kUnlockShards};
+constexpr db::Statement kRelayStatements[] = {kClaim,   kClaimAroundParked, kAnyParked,  kMark,
+                                              kPark,    kMembers,           kLockShards, kUnlockShards};
 
 // A PostgreSQL array literal of integers.
 template <typename Int>
@@ -219,6 +243,7 @@ class PgRelaySession final : public RelaySession {
     in_claims_ = false;
     receiver_.reset();
     held_.clear();
+    parked_in_owned_ = false;
     armed_.clear();
     member_id_ = 0;
     if (conn_) {
@@ -267,6 +292,10 @@ class PgRelaySession final : public RelaySession {
         for (int s : ReadInts(tx.exec_prepared(kLockShards.name, IntArray(wanted), kShardLockSpace))) held_.insert(s);
       }
       a.owned.assign(held_.begin(), held_.end());
+      // Read after the shards are ours: a previous owner parks only while it holds a shard, and its parks
+      // committed before it let the shard go. Until the next rebalance only this session can park in them.
+      parked_in_owned_ =
+          !held_.empty() && tx.exec_prepared1(kAnyParked.name, IntArray(a.owned))[0].as<bool>();
       return a;
     });
   }
@@ -281,7 +310,8 @@ class PgRelaySession final : public RelaySession {
       std::sort(owned.begin(), owned.end());
       owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
       const bool whole_range = std::ssize(owned) == owned.back() - owned.front() + 1;
-      const auto r = tx.exec_prepared(kClaim.name, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned),
+      const auto& claim = parked_in_owned_ ? kClaimAroundParked : kClaim;
+      const auto r = tx.exec_prepared(claim.name, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned),
                                       limit, BigintArray(unmarked));
       // A full window is a backlog, marked batch by batch anyway: the transaction would save nothing, and its
       // snapshot would hold vacuum's horizon for as long as the batch takes to publish, so that the index
@@ -338,6 +368,8 @@ class PgRelaySession final : public RelaySession {
   }
 
   DbResult<void> Park(const OutboxEvent& event, const std::string& error) override {
+    // Before the statement: if it fails, having claimed around nothing parked would be the risk, not this.
+    parked_in_owned_ = true;
     auto parked = Guarded<bool>([&] {
       pqxx::nontransaction tx(*conn_);
       CommitClaims(tx);
@@ -476,6 +508,9 @@ class PgRelaySession final : public RelaySession {
   int member_id_ = 0;
   bool in_claims_ = false;  // the claims' transaction is open (OpenClaims)
   std::set<int> held_;
+  // A parked event may lie in a held shard, so claims take kClaimAroundParked: set by a rebalance that found
+  // one and by Park, cleared by a rebalance that found none (after `parked retry` or `skip`).
+  bool parked_in_owned_ = false;
   std::set<int> armed_;  // shards whose wait lock this session holds
 };
 
