@@ -47,7 +47,7 @@ constexpr const char* kNotifyChannel = "outbox_inserted";
 // Two forms of it. While a parked event lies in the member's shards, kClaimAroundParked leaves out every
 // charge with one entirely (its later events wait behind it), and however many are parked, they never fill
 // the window. Otherwise kClaim, without that anti-join: it is a scan of each surviving partition, set up
-// for every claim, and a quarter of the claim's cost in the database (docs, "Parked events").
+// for every claim, and about a seventh of the claim's cost in the database (docs, "The claim query").
 constexpr db::Statement kClaim{
     "outbox_claim",
     R"sql(
