@@ -368,7 +368,7 @@ class PgRelaySession final : public RelaySession {
   }
 
   DbResult<void> Park(const OutboxEvent& event, const std::string& error) override {
-    // Before the statement: if it fails, having claimed around nothing parked would be the risk, not this.
+    // Set first: a park that fails may still have committed, and the next claims must go around it.
     parked_in_owned_ = true;
     auto parked = Guarded<bool>([&] {
       pqxx::nontransaction tx(*conn_);
