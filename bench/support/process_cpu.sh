@@ -12,3 +12,15 @@ process_cpu_seconds() {
 machine_cpu_seconds() {
   awk -v tick="$(getconf CLK_TCK)" '$1 == "cpu" { printf "%.3f\n", ($2 + $3 + $4 + $7 + $8 + $9) / tick }' /proc/stat
 }
+
+# jit_cpu_seconds PID: the CPU seconds a JVM's JIT compiler threads (C1 and C2) have used so far; 0 if it
+# is gone. A freshly started JVM (the Kafka broker) spends its first minute of load compiling, which a
+# phase must not count as the work it serves (production's broker is long warm).
+jit_cpu_seconds() {
+  local task sum=0
+  for task in /proc/"$1"/task/*; do
+    [[ $(cat "$task/comm" 2>/dev/null) == C[12]\ CompilerThre* ]] || continue
+    sum=$(awk -v s="$sum" '{ sub(/^.*\) /, ""); print s + $12 + $13 }' "$task/stat" 2>/dev/null || echo "$sum")
+  done
+  awk -v s="$sum" -v tick="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f\n", s / tick }'
+}
