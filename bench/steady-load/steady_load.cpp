@@ -10,15 +10,23 @@
 //   - every PostgreSQL process: the postmaster's children alive, plus those that ended (the postmaster's
 //     cutime/cstime), so the WAL writer, the checkpointer and autovacuum workers count;
 //   - the backends of the relay's sessions (application_name outbox-relay in pg_stat_activity);
+//   - the writers' own backends (application_name steady-load): most of PostgreSQL's CPU, and most of its
+//     drift from run to run on a shared machine, which the rest (the relay's sessions, autovacuum, the WAL
+//     writer, the checkpointer) can be read without;
 //   - the relay process itself (RELAY_PID, 0: none).
 //
 //   steady_load DATABASE_URL BOOTSTRAP|- TOPIC RATE SECONDS WARMUP WRITERS RELAY_PID MERCHANT
 //
-// BOOTSTRAP "-": no consumer (the writers-only baseline: the relay is stopped). Prints
+// BOOTSTRAP "-": no consumer (the writers-only baseline: the relay is stopped). RELAY_PID 0 with a BOOTSTRAP:
+// the stand-in baseline, the relay stopped and the same Kafka traffic made without the database: each writer
+// produces its event itself once the statement returns (the relay's producer settings, a value of the size
+// of a charge event and the CloudEvents headers), and the consumer reads them, so that the broker, the
+// consumer and a producer take the same cores from PostgreSQL as with the relay, on this one machine. Prints
 // `RESULT rate=... events=... p50_ms=... p99_ms=... max_ms=... produced_p50_ms=... produced_p99_ms=...
-// kafka_p99_ms=... pg_cpu_s=... relay_sessions_cpu_s=... relay_cpu_s=... seconds=...` (latencies -1 without
-// a consumer): produced_* is commit -> the relay's produce call (the relay's half), kafka_p99_ms the produce
-// call -> consumed (Kafka's half), both from the message's CreateTime, in whole milliseconds.
+// kafka_p99_ms=... pg_cpu_s=... writers_pg_cpu_s=... relay_sessions_cpu_s=... relay_cpu_s=... seconds=...`
+// (latencies -1 without a consumer): produced_* is commit -> the relay's produce call (the relay's half),
+// kafka_p99_ms the produce call -> consumed (Kafka's half), both from the message's CreateTime, in whole
+// milliseconds.
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
 
@@ -35,10 +43,12 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "charge_outbox/charges/charge.hpp"
@@ -106,6 +116,50 @@ std::int64_t Field(std::string_view text, std::string_view name) {
   at = text.find_first_not_of(" :", at + key.size());
   if (at == std::string_view::npos) return -1;
   return std::stoll(std::string(text.substr(at, 20)));
+}
+
+// The stand-in baseline's producer: the relay's settings that shape the broker's work (kafka/rdkafka_publisher,
+// outbox-relay's relay_config).
+rd_kafka_t* StandInProducer(const std::string& bootstrap) {
+  return charge_outbox::bench::NewClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap},
+                                                             {"enable.idempotence", "true"},
+                                                             {"acks", "all"},
+                                                             {"compression.type", "lz4"},
+                                                             {"linger.ms", "5"},
+                                                             {"socket.nagle.disable", "true"}});
+}
+
+// One event as the stand-in sends it: keyed by the charge, its sequence in the value, padded to a charge
+// event's size (about 340 bytes), with headers shaped like the relay's CloudEvents attributes.
+void ProduceStandIn(rd_kafka_t* producer, const std::string& topic, const std::string& public_id, int sequence,
+                    const std::string& traceparent) {
+  std::string value = "{\"charge_id\":\"" + public_id + "\",\"sequence\":" + std::to_string(sequence) + ",\"pad\":\"";
+  value.append(value.size() < 330 ? 330 - value.size() : 0, 'x');
+  value += "\"}";
+  const std::string id = public_id + "-" + std::to_string(sequence);
+  rd_kafka_headers_t* headers = rd_kafka_headers_new(6);
+  for (const auto& [name, text] : std::vector<std::pair<const char*, std::string>>{
+           {"ce_specversion", "1.0"},
+           {"ce_id", id},
+           {"ce_source", "/charge-api/steady-load"},
+           {"ce_type", sequence == 1 ? "charge.pending" : "charge.captured"},
+           {"ce_time", "2026-12-03T00:00:00.000000Z"},
+           {"traceparent", traceparent}}) {
+    rd_kafka_header_add(headers, name, -1, text.data(), static_cast<ssize_t>(text.size()));
+  }
+  // librdkafka's RD_KAFKA_V_* macros are C casts; they are its public API.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+  const auto err = rd_kafka_producev(
+      producer, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(const_cast<char*>(public_id.data()), public_id.size()),
+      RD_KAFKA_V_VALUE(value.data(), value.size()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+      RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_END);
+#pragma GCC diagnostic pop
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    rd_kafka_headers_destroy(headers);  // owned by the message only once produced
+    throw std::runtime_error(std::string("stand-in produce: ") + rd_kafka_err2str(err));
+  }
+  rd_kafka_poll(producer, 0);  // serve delivery reports as we go
 }
 
 double Percentile(const std::vector<double>& sorted, double p) {
@@ -178,6 +232,7 @@ int main(int argc, char** argv) {
   rd_kafka_t* consumer =
       consume ? charge_outbox::bench::LatestConsumer(a.bootstrap, a.topic, "steady-" + std::to_string(NowMicros()))
               : nullptr;
+  rd_kafka_t* stand_in = consume && a.relay_pid == 0 ? StandInProducer(a.bootstrap) : nullptr;
 
   const auto start_us = NowMicros() + 200'000;
   const double interval_us = 1e6 / charge_rate;
@@ -212,6 +267,7 @@ int main(int argc, char** argv) {
           const auto id = begun[0].as<std::string>();
           const auto public_id = charge_outbox::charges::PublicChargeId(id);
           committed.Record(public_id, 1, NowMicros());
+          if (stand_in != nullptr) ProduceStandIn(stand_in, a.topic, public_id, 1, traceparent);
           // charge_complete: id, status, capture id, decline, reason, at, response status, body, traceparent,
           // attempt no, finished_at, outcome, evidence, http status, owner.
           const char* null = nullptr;  // libpqxx 6 binds a null char pointer as NULL
@@ -219,6 +275,7 @@ int main(int argc, char** argv) {
                            "{\"status\":\"captured\"}", traceparent, 1, NowMicros(), "captured", "approved", 201,
                            null);
           committed.Record(public_id, 2, NowMicros());
+          if (stand_in != nullptr) ProduceStandIn(stand_in, a.topic, public_id, 2, traceparent);
         } catch (const std::exception& e) {
           ++failures;
           std::cerr << "write failed: " << e.what() << "\n";
@@ -229,7 +286,16 @@ int main(int argc, char** argv) {
 
   // The CPU window: from the end of the warm-up to the end of the schedule.
   std::this_thread::sleep_for(std::chrono::microseconds{measure_from_us - NowMicros()});
-  const double pg0 = PostgresCpu(postmaster), sessions0 = CpuOf(relay_sessions);
+  // The writers connected during the warm-up: their backends are known by now.
+  std::vector<int> writer_backends;
+  {
+    pqxx::connection conn(a.url);
+    pqxx::nontransaction tx(conn);
+    for (const auto& row : tx.exec("SELECT pid FROM pg_stat_activity WHERE application_name = 'steady-load'")) {
+      writer_backends.push_back(row[0].as<int>());
+    }
+  }
+  const double pg0 = PostgresCpu(postmaster), sessions0 = CpuOf(relay_sessions), writers0 = CpuOf(writer_backends);
   const double relay0 = a.relay_pid != 0 ? ReadProc(a.relay_pid).own : 0;
   const auto window_start = NowMicros();
 
@@ -244,11 +310,12 @@ int main(int argc, char** argv) {
   std::vector<Consumed> consumed;
   std::int64_t received = 0;
   bool sampled = false;
-  double pg1 = 0, sessions1 = 0, relay1 = 0;
+  double pg1 = 0, sessions1 = 0, writers1 = 0, relay1 = 0;
   std::int64_t window_end = 0;
   auto sample = [&] {
     pg1 = PostgresCpu(postmaster);
     sessions1 = CpuOf(relay_sessions);
+    writers1 = CpuOf(writer_backends);
     relay1 = a.relay_pid != 0 ? ReadProc(a.relay_pid).own : 0;
     window_end = NowMicros();
     sampled = true;
@@ -279,6 +346,10 @@ int main(int argc, char** argv) {
   }
   if (!sampled) sample();
   for (auto& t : threads) t.join();
+  if (stand_in != nullptr) {
+    rd_kafka_flush(stand_in, 10'000);
+    rd_kafka_destroy(stand_in);
+  }
   if (consumer != nullptr) {
     rd_kafka_consumer_close(consumer);
     rd_kafka_destroy(consumer);
@@ -310,11 +381,12 @@ int main(int argc, char** argv) {
               static_cast<long long>(unmatched));
   std::printf(
       "RESULT rate=%.0f events=%zu p50_ms=%.2f p99_ms=%.2f max_ms=%.2f produced_p50_ms=%.2f produced_p99_ms=%.2f "
-      "kafka_p99_ms=%.2f pg_cpu_s=%.3f relay_sessions_cpu_s=%.3f relay_cpu_s=%.3f seconds=%.3f\n",
+      "kafka_p99_ms=%.2f pg_cpu_s=%.3f writers_pg_cpu_s=%.3f relay_sessions_cpu_s=%.3f relay_cpu_s=%.3f "
+      "seconds=%.3f\n",
       a.rate, latencies_ms.size(), Percentile(latencies_ms, 0.5), Percentile(latencies_ms, 0.99),
       latencies_ms.empty() ? -1.0 : latencies_ms.back(), Percentile(to_produce_ms, 0.5),
-      Percentile(to_produce_ms, 0.99), Percentile(from_produce_ms, 0.99), pg1 - pg0, sessions1 - sessions0,
-      relay1 - relay0, window_s);
+      Percentile(to_produce_ms, 0.99), Percentile(from_produce_ms, 0.99), pg1 - pg0, writers1 - writers0,
+      sessions1 - sessions0, relay1 - relay0, window_s);
   // Events never seen count as failures: a benchmark must not report the speed of losses.
   const bool complete = !consume || received - unmatched == expected;
   return failures.load() == 0 && complete ? 0 : 1;
