@@ -90,7 +90,7 @@ RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   // wake delay (after a notification) and the idle grace (now kAwakePolls lingers) of earlier releases.
   r.Renamed("relay.wake_delay", "relay.linger");
   r.Renamed("relay.idle_grace", "relay.linger");
-  c.loop.linger = r.Duration("relay.linger", milliseconds{5}, milliseconds{0}, seconds{1});
+  c.loop.linger = r.Duration("relay.linger", milliseconds{10}, milliseconds{0}, seconds{1});
   c.loop.rebalance_interval =
       r.Duration("relay.rebalance_interval", seconds{1}, milliseconds{50}, std::chrono::minutes{10});
   r.Renamed("relay.retry_backoff", "relay.backoff.base");

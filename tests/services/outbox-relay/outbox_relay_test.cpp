@@ -295,7 +295,7 @@ TEST(RelayConfigTest, BackoffKeysAndTheirOldSpellingsRefused) {
 
 // One latency setting, relay.linger; the two it replaced fail at start, naming it.
 TEST(RelayConfigTest, LingerAndTheTwoKeysItReplaced) {
-  EXPECT_EQ(LoadWith("").loop.linger, std::chrono::milliseconds{5});
+  EXPECT_EQ(LoadWith("").loop.linger, std::chrono::milliseconds{10});
   EXPECT_EQ(LoadWith("relay:\n  linger: 20ms\n").loop.linger, std::chrono::milliseconds{20});
   EXPECT_EQ(LoadWith("", {{"RELAY_LINGER", "0s"}}).loop.linger, std::chrono::milliseconds{0});
   ExpectRefused({
