@@ -8,6 +8,7 @@
 #include <pqxx/pqxx>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <thread>
@@ -58,6 +59,31 @@ class OutboxStoreTest : public ::testing::Test {
     std::vector<DeliveredRow> out;
     for (const auto& e : events) out.push_back({.position = e.position, .created_at_us = e.created_at_us});
     return out;
+  }
+
+  std::int64_t PositionOf(const std::string& id) {
+    return std::stoll(db_->Scalar("SELECT position FROM outbox WHERE id = '" + id + "'"));
+  }
+
+  // What the relay does under a steady flow for `duration`: claims `shards`, publishes what it finds, and
+  // lets the floor take its steps (one every 100 ms at most). Returns the floor.
+  static std::int64_t Relay(RelaySession& session, const std::vector<int>& shards, std::chrono::milliseconds duration,
+                            std::int64_t until_floor_above = std::numeric_limits<std::int64_t>::max()) {
+    const auto deadline = std::chrono::steady_clock::now() + duration;
+    while (std::chrono::steady_clock::now() < deadline && session.ClaimFloor() <= until_floor_above) {
+      const auto batch = session.Claim(shards, 1000, 1).value();
+      if (batch.empty()) {
+        EXPECT_TRUE(session.EndClaims().has_value());
+      } else {
+        EXPECT_EQ(session.MarkPublished(Rows(batch)).value(), std::ssize(batch));
+      }
+      std::this_thread::sleep_for(30ms);
+    }
+    return session.ClaimFloor();
+  }
+  static std::int64_t RelayUntilFloorAbove(RelaySession& session, const std::vector<int>& shards,
+                                           std::int64_t position) {
+    return Relay(session, shards, 10s, position);
   }
 
   // outbox_YYYYMMDD of the UTC day `offset` days from today.
@@ -461,6 +487,140 @@ TEST_F(OutboxStoreTest, WritersDoNotNotifyABusySessionAndArmingWaitsForThemToCom
   ASSERT_TRUE(session->DisarmWakeups().has_value());
   Insert("ch_after", 1, 4);
   EXPECT_FALSE(session->WaitForInsert(300ms).value());
+}
+
+// The claims' floor (docs/outbox-relay.md, "The claim's floor"): the claims scan from a position below which
+// every event of the session's shards is published, so that what a long snapshot keeps in the index
+// costs them nothing, and the floor never passes an event that can still be committed or claimed.
+
+TEST_F(OutboxStoreTest, TheFloorPassesPublishedEventsWhileALongReadOnlySnapshotIsOpen) {
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  // A report, a pg_dump: its snapshot keeps every published event's index entry until it ends.
+  pqxx::connection report_conn(db_->url());
+  pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> report(report_conn);
+  report.exec("SELECT count(*) FROM outbox");
+
+  std::string last;
+  for (int i = 0; i < 300; ++i) last = Insert("ch_" + std::to_string(i), 1, i % 256);
+  const auto floor = RelayUntilFloorAbove(*session, owned, PositionOf(last));
+  EXPECT_GT(floor, PositionOf(last));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"), "0");
+  EXPECT_EQ(report.exec("SELECT count(*) FROM outbox WHERE published_at IS NULL")[0][0].as<int>(), 0);
+
+  // The floor is no limit on what comes next.
+  const auto next = Insert("ch_next", 1, 7);
+  EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ElementsAre(next));
+}
+
+TEST_F(OutboxStoreTest, TheFloorWaitsForAWriterThatDrewAPositionAndHasNotCommitted) {
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  pqxx::connection writer_conn(db_->url());
+  pqxx::work late_writer(writer_conn);
+  const auto late_position =
+      late_writer
+          .exec("INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard)"
+                " VALUES (gen_random_uuid(), 'ch_late', 't', '{}', 1, 4) RETURNING position")[0][0]
+          .as<std::int64_t>();
+  const auto later = Insert("ch_later", 1, 4);  // a higher position, committed first
+  ASSERT_GT(PositionOf(later), late_position);
+
+  EXPECT_LE(Relay(*session, owned, 1500ms), late_position);
+  EXPECT_EQ(db_->Scalar("SELECT published_at IS NOT NULL FROM outbox WHERE id = '" + later + "'"), "t");
+
+  late_writer.commit();
+  const auto batch = session->Claim(owned, 100, 1).value();
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].aggregateid, "ch_late");
+  ASSERT_EQ(session->MarkPublished(Rows(batch)).value(), 1);
+  EXPECT_GT(RelayUntilFloorAbove(*session, owned, PositionOf(later)), PositionOf(later));
+}
+
+TEST_F(OutboxStoreTest, TheFloorWaitsForAWriterStillWritingTheRowWhosePositionItDrew) {
+  // PostgreSQL gives a transaction its id at its first row write, after the row's defaults (its position)
+  // are computed; a BEFORE trigger makes that moment long. Migration 0011's default takes the id first.
+  db_->Execute(
+      "CREATE FUNCTION slow_outbox_insert() RETURNS trigger LANGUAGE plpgsql AS"
+      " $$BEGIN PERFORM pg_sleep(2); RETURN NEW; END$$;"
+      " CREATE TRIGGER slow_outbox_insert BEFORE INSERT ON outbox FOR EACH ROW"
+      " WHEN (NEW.aggregateid = 'ch_slow') EXECUTE FUNCTION slow_outbox_insert()");
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  Insert("ch_before", 1, 4);  // the sequence's first value of the run is logged, which takes an id anyway
+  std::thread slow_writer([url = db_->url()] {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    tx.exec("INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard)"
+            " VALUES (gen_random_uuid(), 'ch_slow', 't', '{}', 1, 4)");
+  });
+  std::this_thread::sleep_for(300ms);
+  const auto fast = Insert("ch_fast", 1, 4);
+  const auto floor_meanwhile = Relay(*session, owned, 1200ms);
+  slow_writer.join();
+  const auto slow = db_->Scalar("SELECT id FROM outbox WHERE aggregateid = 'ch_slow'");
+  ASSERT_LT(PositionOf(slow), PositionOf(fast));
+  EXPECT_LE(floor_meanwhile, PositionOf(slow));
+  EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ElementsAre(slow));
+}
+
+TEST_F(OutboxStoreTest, TheFloorStopsAtAParkedEventSoThatARetriedOneIsClaimedAgain) {
+  const auto a1 = Insert("ch_a", 1, 4);
+  Insert("ch_b", 1, 5);
+  auto session = OpenSession();
+  auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
+  const auto owned = session->Rebalance().value().owned;
+  const auto batch = session->Claim(owned, 100, 1).value();
+  const auto a_event = *std::find_if(batch.begin(), batch.end(), [&](const auto& e) { return e.id == a1; });
+  ASSERT_TRUE(session->Park(a_event, "INVALID_RECORD").has_value());
+  const auto c1 = Insert("ch_c", 1, 6);
+
+  EXPECT_LE(Relay(*session, owned, 1s), PositionOf(a1));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"), "1");
+
+  EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kDone);
+  EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ElementsAre(a1));
+  EXPECT_GT(PositionOf(c1), PositionOf(a1));
+}
+
+TEST_F(OutboxStoreTest, AClaimOfShardsTheFloorWasNotFoundForScansFromTheStart) {
+  auto session = OpenSession();
+  const auto other_shard = Insert("ch_other", 1, 7);  // not among the shards first claimed
+  std::string last;
+  for (int i = 0; i < 5; ++i) last = Insert("ch_" + std::to_string(i), 1, 4);
+  const std::vector<int> first_shards{3, 4, 5};
+  EXPECT_GT(RelayUntilFloorAbove(*session, first_shards, PositionOf(last)), PositionOf(other_shard));
+
+  // Fewer shards: the floor holds for them.
+  const auto next = Insert("ch_next", 1, 4);
+  EXPECT_THAT(Ids(session->Claim({4}, 100, 1).value()), ElementsAre(next));
+  EXPECT_GT(session->ClaimFloor(), PositionOf(other_shard));
+  ASSERT_TRUE(session->EndClaims().has_value());
+  // A shard gained (a rebalance): from the start again.
+  std::vector<std::string> expected{next, other_shard};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Ids(session->Claim({4, 7}, 100, 1).value()), expected);
+  EXPECT_EQ(session->ClaimFloor(), 0);
+}
+
+TEST_F(OutboxStoreTest, WithoutTheProofsPreconditionsTheClaimsHaveNoFloor) {
+  auto session = OpenSession();
+  const auto owned = session->Rebalance().value().owned;
+  const auto first = Insert("ch_a", 1, 4);
+  ASSERT_GT(RelayUntilFloorAbove(*session, owned, PositionOf(first)), PositionOf(first));
+
+  // Cached values: a backend may hand out a position below the sequence's last_value later.
+  db_->Execute("ALTER SEQUENCE outbox_position_seq CACHE 20");
+  Insert("ch_b", 1, 4);
+  EXPECT_EQ(Relay(*session, owned, 500ms), 0);
+  db_->Execute("ALTER SEQUENCE outbox_position_seq CACHE 1");
+  const auto last = Insert("ch_c", 1, 4);
+  EXPECT_GT(RelayUntilFloorAbove(*session, owned, PositionOf(last)), PositionOf(last));
+
+  // The position drawn before the writer has a transaction id (the default before migration 0011).
+  db_->Execute("ALTER TABLE outbox ALTER COLUMN position SET DEFAULT nextval('outbox_position_seq')");
+  Insert("ch_d", 1, 4);
+  EXPECT_EQ(Relay(*session, owned, 500ms), 0);
 }
 
 TEST_F(OutboxStoreTest, BacklogReportsTheAgeOfTheOldestUnpublishedEvent) {

@@ -90,6 +90,11 @@ class RelaySession {
     return Claim(shards, limit, waves, {});
   }
 
+  // The position the claims start their scan at: every event of the shards claimed last, below it, is
+  // published (0 while none is known). Raised as claims go, a few times a second, under a proof that no
+  // event can still commit below it (docs/outbox-relay.md, "The claim's floor").
+  virtual std::int64_t ClaimFloor() const = 0;
+
   // Marks these rows published (their events were delivered); returns how many rows changed.
   virtual DbResult<std::int64_t> MarkPublished(const std::vector<DeliveredRow>& rows) = 0;
 

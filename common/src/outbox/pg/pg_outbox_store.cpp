@@ -32,6 +32,10 @@ constexpr int kWaitLockSpace = 0x0B0C0004;
 
 constexpr const char* kNotifyChannel = "outbox_inserted";
 
+// How often a session steps its claims' floor (kRaiseFloor): a step costs a round trip and a transaction
+// id, and the floor trails the published events by about two steps.
+constexpr std::chrono::milliseconds kFloorStepInterval{100};
+
 // The member's window: its oldest $4 unpublished events, in position order, from its shards. Shards
 // are owned in contiguous ranges, so BETWEEN is tested on the index entry and other members' rows
 // cost no heap visit; $3 lists the shards only while a rebalance leaves holes in the range (empty
@@ -43,6 +47,10 @@ constexpr const char* kNotifyChannel = "outbox_inserted";
 // the window is earlier in the same window (docs, "The claim query"). Nothing committed can be created in
 // the future, so the scans skip the partitions made ahead. ce_time is formatted by the relay from the
 // epoch microseconds: to_char costs about 1 µs a row. producer (0009) makes ce_source.
+//
+// $6 is the session's floor (kRaiseFloor): every event of the member's shards below it is published, so the
+// scan starts there rather than at the index's head, where published events leave entries that a long
+// snapshot elsewhere keeps from being removed (docs/outbox-relay.md, "The claim's floor").
 //
 // Two forms of it. While a parked event lies in the member's shards, kClaimAroundParked leaves out every
 // charge with one entirely (its later events wait behind it), and however many are parked, they never fill
@@ -58,6 +66,7 @@ constexpr db::Statement kClaim{
       WHERE o.published_at IS NULL AND o.shard BETWEEN $1::smallint AND $2::smallint
         AND (cardinality($3::int[]) = 0 OR o.shard::int = ANY($3::int[])) AND o.parked_at IS NULL
         AND o.created_at < now() + interval '1 hour' AND o.position <> ALL($5::bigint[])
+        AND o.position >= $6::bigint
       ORDER BY o.position LIMIT $4)sql"};
 
 constexpr db::Statement kClaimAroundParked{
@@ -73,7 +82,43 @@ constexpr db::Statement kClaimAroundParked{
                                   WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL
                                     AND p.created_at < now() + interval '1 hour')
         AND o.created_at < now() + interval '1 hour' AND o.position <> ALL($5::bigint[])
+        AND o.position >= $6::bigint
       ORDER BY o.position LIMIT $4)sql"};
+
+// One step of the claims' floor (docs/outbox-relay.md, "The claim's floor"). $1/$2 are the candidate a
+// previous step left: a transaction id ($1, NULL when there is none) taken after reading that the
+// sequence had handed out positions up to $2. Every writer takes its transaction id before it draws a
+// position (migration 0011), so each writer of a position up to $2 has an id below $1; once this
+// statement's snapshot has no running transaction at or below $1, all of them have ended and their rows
+// are visible to it. The lowest unpublished position of the member's shards ($3..$4, $5 as in kClaim)
+// between the floor ($6) and $2 is then the new floor, or $2 + 1 when there is none: parked and
+// delivered-but-unmarked events are unpublished, so the floor never passes them. No created_at test: an
+// event dated ahead is claimed once its time comes, and the floor must not pass it meanwhile.
+//
+// The statement also makes the next candidate: it reads the sequence (the `drawn` CTE, scanned before the
+// outer row is formed) and only then takes a transaction id of its own (pg_current_xact_id() in the
+// outer target list), so that id is above every writer's that drew a position up to what was read.
+// `safe`: migration 0011's default is in place and no backend caches sequence values; otherwise the
+// argument fails and the session claims without a floor.
+constexpr db::Statement kRaiseFloor{
+    "outbox_raise_floor",
+    R"sql(
+     WITH raised AS MATERIALIZED (
+       SELECT CASE WHEN pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 THEN
+                COALESCE((SELECT min(o.position) FROM outbox o
+                           WHERE o.published_at IS NULL AND o.shard BETWEEN $3::smallint AND $4::smallint
+                             AND (cardinality($5::int[]) = 0 OR o.shard::int = ANY($5::int[]))
+                             AND o.position >= $6::bigint AND o.position <= $2::bigint),
+                         $2::bigint + 1)
+              END AS value),
+     drawn AS MATERIALIZED (
+       SELECT pg_sequence_last_value('outbox_position_seq'::regclass) AS value)
+     SELECT (SELECT s.seqcache = 1 AND pg_get_expr(d.adbin, d.adrelid) LIKE '%pg_current_xact_id()%'
+               FROM pg_sequence s, pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+              WHERE s.seqrelid = 'outbox_position_seq'::regclass AND d.adrelid = 'outbox'::regclass
+                AND a.attname = 'position') IS TRUE,
+            raised.value, drawn.value, pg_current_xact_id()::text
+       FROM raised, drawn)sql"};
 
 // Whether any of the shards holds a parked event (through outbox_parked, normally empty).
 constexpr db::Statement kAnyParked{
@@ -121,8 +166,8 @@ constexpr db::Statement kUnlockShards{
     "outbox_unlock_shards",
     "SELECT count(*) FILTER (WHERE pg_advisory_unlock($2::int, s)) FROM unnest($1::int[]) AS s"};
 
-constexpr db::Statement kRelayStatements[] = {kClaim,   kClaimAroundParked, kAnyParked,  kMark,
-                                              kPark,    kMembers,           kLockShards, kUnlockShards};
+constexpr db::Statement kRelayStatements[] = {kClaim, kClaimAroundParked, kRaiseFloor, kAnyParked,   kMark,
+                                              kPark,  kMembers,           kLockShards, kUnlockShards};
 
 // A PostgreSQL array literal of integers.
 template <typename Int>
@@ -245,6 +290,9 @@ class PgRelaySession final : public RelaySession {
     held_.clear();
     parked_in_owned_ = false;
     armed_.clear();
+    floor_ = 0;
+    floor_shards_.clear();
+    candidate_.reset();
     member_id_ = 0;
     if (conn_) {
       try {
@@ -305,14 +353,21 @@ class PgRelaySession final : public RelaySession {
     if (shards.empty()) return std::vector<OutboxEvent>{};
     return Guarded<std::vector<OutboxEvent>>([&] {
       pqxx::nontransaction tx(*conn_);
-      OpenClaims(tx);
       std::vector<int> owned(shards);
       std::sort(owned.begin(), owned.end());
       owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
       const bool whole_range = std::ssize(owned) == owned.back() - owned.front() + 1;
+      const std::string listed = whole_range ? "{}" : IntArray(owned);
+      // The floor was found over floor_shards_: a shard not among them may hold unpublished events below it.
+      if (!std::includes(floor_shards_.begin(), floor_shards_.end(), owned.begin(), owned.end())) {
+        floor_ = 0;
+        floor_shards_ = owned;
+      }
+      if (!in_claims_ && std::chrono::steady_clock::now() >= next_floor_step_) RaiseFloor(tx, owned, listed);
+      OpenClaims(tx);
       const auto& claim = parked_in_owned_ ? kClaimAroundParked : kClaim;
-      const auto r = tx.exec_prepared(claim.name, owned.front(), owned.back(), whole_range ? "{}" : IntArray(owned),
-                                      limit, BigintArray(unmarked));
+      const auto r =
+          tx.exec_prepared(claim.name, owned.front(), owned.back(), listed, limit, BigintArray(unmarked), floor_);
       // A full window is a backlog, marked batch by batch anyway: the transaction would save nothing, and its
       // snapshot would hold vacuum's horizon for as long as the batch takes to publish, so that the index
       // entries of the rows just marked (by this member or another) could not be killed and every next claim
@@ -345,6 +400,8 @@ class PgRelaySession final : public RelaySession {
       return out;
     });
   }
+
+  std::int64_t ClaimFloor() const override { return floor_; }
 
   DbResult<std::int64_t> MarkPublished(const std::vector<DeliveredRow>& rows) override {
     if (rows.empty()) return std::int64_t{0};
@@ -456,6 +513,35 @@ class PgRelaySession final : public RelaySession {
     tx.exec("COMMIT");
   }
 
+  // One step of kRaiseFloor, outside the claims' transaction: the statement takes a transaction id, which
+  // must not stay open (every other session's snapshots would count it as running until the mark).
+  void RaiseFloor(pqxx::nontransaction& tx, const std::vector<int>& owned, const std::string& listed) {
+    next_floor_step_ = std::chrono::steady_clock::now() + kFloorStepInterval;
+    const auto row = tx.exec_prepared1(kRaiseFloor.name, candidate_ ? std::optional(candidate_->xid) : std::nullopt,
+                                       candidate_ ? candidate_->drawn : 0, owned.front(), owned.back(), listed,
+                                       floor_);
+    if (!row[0].as<bool>()) {  // not safe
+      floor_ = 0;
+      candidate_.reset();
+      return;
+    }
+    if (!row[1].is_null()) {
+      floor_ = std::max(floor_, row[1].as<std::int64_t>());
+      floor_shards_ = owned;
+      candidate_.reset();
+    }
+    if (row[2].is_null()) return;  // the sequence has handed out nothing yet
+    const auto drawn = row[2].as<std::int64_t>();
+    // A sequence set back below the floor (setval) gives new events positions under it.
+    if (drawn < floor_ - 1) {
+      floor_ = 0;
+      candidate_.reset();
+      return;
+    }
+    // An older candidate is kept until it passes: a newer one would wait for newer writers as well.
+    if (!candidate_) candidate_ = Candidate{.xid = row[3].as<std::string>(), .drawn = drawn};
+  }
+
   // Runs `job` on the open session; any failure is converted, and a session that broke (or was
   // silently replaced) is closed, so that the caller reopens it and starts over with no shards.
   // Each call has its deadline (database.call_timeout, plus `waiting` for a call that waits by design):
@@ -512,6 +598,16 @@ class PgRelaySession final : public RelaySession {
   // one and by Park, cleared by a rebalance that found none (after `parked retry` or `skip`).
   bool parked_in_owned_ = false;
   std::set<int> armed_;  // shards whose wait lock this session holds
+  // The claims' floor (kRaiseFloor): every event of floor_shards_ (ascending) below floor_ is published.
+  // Claims of other shards start it over at 0.
+  std::int64_t floor_ = 0;
+  std::vector<int> floor_shards_;
+  struct Candidate {
+    std::string xid;  // xid8, as text
+    std::int64_t drawn = 0;
+  };
+  std::optional<Candidate> candidate_;
+  std::chrono::steady_clock::time_point next_floor_step_{};
 };
 
 class PgOutboxAdmin final : public OutboxAdmin {
