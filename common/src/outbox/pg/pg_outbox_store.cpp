@@ -517,7 +517,8 @@ class PgRelaySession final : public RelaySession {
   // must not stay open (every other session's snapshots would count it as running until the mark).
   void RaiseFloor(pqxx::nontransaction& tx, const std::vector<int>& owned, const std::string& listed) {
     next_floor_step_ = std::chrono::steady_clock::now() + kFloorStepInterval;
-    const auto row = tx.exec_prepared1(kRaiseFloor.name, candidate_ ? std::optional(candidate_->xid) : std::nullopt,
+    const char* candidate_xid = candidate_ ? candidate_->xid.c_str() : nullptr;  // NULL: no candidate yet
+    const auto row = tx.exec_prepared1(kRaiseFloor.name, candidate_xid,
                                        candidate_ ? candidate_->drawn : 0, owned.front(), owned.back(), listed,
                                        floor_);
     if (!row[0].as<bool>()) {  // not safe
