@@ -28,6 +28,17 @@ namespace charge_outbox::charges::sql {
   "(extract(epoch FROM c.updated_at) * 1000000)::bigint"
 inline constexpr int kChargeColumns = 22;
 
+// The test of a statement that names one charge by id and acts only while it is pending (`c` is the
+// table's name or alias in that statement). Never a plain `c.status = 'pending'` there: the planner proves
+// that it implies the predicate of charges_pending_created, and then prefers reading that whole partial
+// index (it looks a page or two) to one probe of the primary key. The index is small only while its dead
+// entries go: every charge that left `pending` while a snapshot older than it stays open (a pg_dump, a
+// report) keeps its entry, and each completion walked them all. Measured 3 December: pgbench of the charge
+// flow at 500/s beside one REPEATABLE READ snapshot held 30 s, the completion took 2.4 ms against 0.23 ms,
+// and PostgreSQL used 2.1-2.2 times the CPU. `IS TRUE` is the same test (status is never NULL) that the
+// planner does not match against the index's predicate. Tested: ChargeStorePlansTest.
+#define STILL_PENDING(c) "(" c ".status = 'pending') IS TRUE"
+
 // The finishing of an attempt, folded into another statement: a no-op when `no` is NULL.
 #define FINISH_ATTEMPT(charge, no, at, outcome, evidence, status)                                             \
   "UPDATE acquirer_attempts SET finished_at = to_timestamp(" at "::bigint / 1000000.0), outcome = " outcome   \

@@ -62,8 +62,8 @@ constexpr db::Statement kTakeOver{
     "charge_take_over",
     R"sql(
      UPDATE charges c SET owner_id = $2, lease_expires_at = now() + $3::bigint * interval '1 millisecond'
-      WHERE c.id = $1 AND c.status = 'pending' AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now()))sql"
-    " RETURNING " CHARGE_COLUMNS};
+      WHERE c.id = $1 AND )sql" STILL_PENDING("c")
+    " AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now()) RETURNING " CHARGE_COLUMNS};
 
 constexpr db::Statement kStartAttempt{
     "charge_start_attempt",
@@ -84,7 +84,7 @@ constexpr db::Statement kComplete{
          decline_code = $4, failure_reason = $5, updated_at = to_timestamp($6::bigint / 1000000.0),
          response_status = $7::smallint, response_body = convert_to($8, 'UTF8'),
          last_sequence = last_sequence + 1, owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL
-       WHERE id = $1 AND status = 'pending' AND ($15::text IS NULL OR owner_id = $15)
+       WHERE id = $1 AND )sql" STILL_PENDING("charges") R"sql( AND ($15::text IS NULL OR owner_id = $15)
        RETURNING *
      ), event AS (
        INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)
@@ -125,7 +125,7 @@ constexpr db::Statement kRenewLease{
     "charge_renew_lease",
     R"sql(
      UPDATE charges SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
-      WHERE id = $1 AND owner_id = $2 AND status = 'pending' RETURNING 1)sql"};
+      WHERE id = $1 AND owner_id = $2 AND )sql" STILL_PENDING("charges") " RETURNING 1"};
 
 // A capture attempt with evidence not_sent provably never reached the acquirer; an unfinished one
 // (evidence NULL: its process died, or its finish was never written) may have.
@@ -146,7 +146,7 @@ constexpr db::Statement kRelease{
     R"sql(
      WITH rel AS (
        UPDATE charges SET owner_id = NULL, lease_expires_at = NULL
-       WHERE id = $1 AND owner_id = $2 AND status = 'pending')sql"
+       WHERE id = $1 AND owner_id = $2 AND )sql" STILL_PENDING("charges")
     "), attempt AS (" FINISH_ATTEMPT("$1", "$3", "$4", "$5", "$6", "$7") ")"
     " SELECT 1"};
 

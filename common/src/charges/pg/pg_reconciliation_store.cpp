@@ -44,7 +44,7 @@ constexpr db::Statement kReschedule{
      WITH upd AS (
        UPDATE charges SET next_check_at = now() + $3::bigint * interval '1 millisecond',
          check_count = check_count + 1, owner_id = NULL, lease_expires_at = NULL
-       WHERE id = $1 AND owner_id = $2 AND status = 'pending'
+       WHERE id = $1 AND owner_id = $2 AND )sql" STILL_PENDING("charges") R"sql(
        RETURNING id)sql"
     "), attempt AS (" FINISH_ATTEMPT("$1", "$4", "$5", "$6", "$7", "$8") ")"
     " SELECT count(*) FROM upd"};
