@@ -13,6 +13,8 @@
 #include <set>
 #include <thread>
 
+#include <unistd.h>
+
 #include "charge_outbox/outbox/outbox_store.hpp"
 #include "pg_test_database.hpp"
 #include "service_process.hpp"
@@ -621,6 +623,23 @@ TEST_F(OutboxStoreTest, WithoutTheProofsPreconditionsTheClaimsHaveNoFloor) {
   db_->Execute("ALTER TABLE outbox ALTER COLUMN position SET DEFAULT nextval('outbox_position_seq')");
   Insert("ch_d", 1, 4);
   EXPECT_EQ(Relay(*session, owned, 500ms), 0);
+}
+
+TEST_F(OutboxStoreTest, ASessionWhoseFloorStepIsRefusedClaimsWithoutAFloor) {
+  // A relay's role with the outbox's privileges and not the sequence's: the step cannot read the sequence.
+  // Roles belong to the cluster, so the name is this process's.
+  const auto role = "relay_without_sequence_" + std::to_string(::getpid());
+  db_->Execute("DROP ROLE IF EXISTS " + role + "; CREATE ROLE " + role + " LOGIN; GRANT SELECT, UPDATE ON outbox TO " +
+               role);
+  auto session = MakePgRelaySession(
+      db_->url() + (db_->url().find('?') == std::string::npos ? "?" : "&") + "user=" + role, "outbox-store-test");
+  ASSERT_TRUE(session->Open().has_value());
+  const auto owned = session->Rebalance().value().owned;
+  Insert("ch_a", 1, 4);
+  EXPECT_EQ(Relay(*session, owned, 500ms), 0);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"), "0");
+  const auto next = Insert("ch_b", 1, 4);
+  EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ElementsAre(next));
 }
 
 TEST_F(OutboxStoreTest, BacklogReportsTheAgeOfTheOldestUnpublishedEvent) {

@@ -515,12 +515,22 @@ class PgRelaySession final : public RelaySession {
 
   // One step of kRaiseFloor, outside the claims' transaction: the statement takes a transaction id, which
   // must not stay open (every other session's snapshots would count it as running until the mark).
+  // The floor only saves work: a step the database refuses (a privilege, a renamed sequence) leaves the
+  // claims without one, logged, and is tried again a minute later; the claim goes ahead either way.
   void RaiseFloor(pqxx::nontransaction& tx, const std::vector<int>& owned, const std::string& listed) {
     next_floor_step_ = std::chrono::steady_clock::now() + kFloorStepInterval;
     const char* candidate_xid = candidate_ ? candidate_->xid.c_str() : nullptr;  // NULL: no candidate yet
-    const auto row = tx.exec_prepared1(kRaiseFloor.name, candidate_xid,
-                                       candidate_ ? candidate_->drawn : 0, owned.front(), owned.back(), listed,
-                                       floor_);
+    pqxx::row row;
+    try {
+      row = tx.exec_prepared1(kRaiseFloor.name, candidate_xid, candidate_ ? candidate_->drawn : 0, owned.front(),
+                              owned.back(), listed, floor_);
+    } catch (const pqxx::sql_error& e) {
+      spdlog::warn("outbox relay: claiming without a floor for a minute: {}", e.what());
+      floor_ = 0;
+      candidate_.reset();
+      next_floor_step_ = std::chrono::steady_clock::now() + std::chrono::minutes{1};
+      return;
+    }
     if (!row[0].as<bool>()) {  // not safe
       floor_ = 0;
       candidate_.reset();
