@@ -544,7 +544,7 @@ TEST_F(OutboxStoreTest, TheFloorWaitsForAWriterStillWritingTheRowWhosePositionIt
   // are computed; a BEFORE trigger makes that moment long. Migration 0011's default takes the id first.
   db_->Execute(
       "CREATE FUNCTION slow_outbox_insert() RETURNS trigger LANGUAGE plpgsql AS"
-      " $$BEGIN PERFORM pg_sleep(2); RETURN NEW; END$$;"
+      " $$BEGIN PERFORM pg_sleep(3); RETURN NEW; END$$;"
       " CREATE TRIGGER slow_outbox_insert BEFORE INSERT ON outbox FOR EACH ROW"
       " WHEN (NEW.aggregateid = 'ch_slow') EXECUTE FUNCTION slow_outbox_insert()");
   auto session = OpenSession();
@@ -556,9 +556,20 @@ TEST_F(OutboxStoreTest, TheFloorWaitsForAWriterStillWritingTheRowWhosePositionIt
     tx.exec("INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard)"
             " VALUES (gen_random_uuid(), 'ch_slow', 't', '{}', 1, 4)");
   });
-  std::this_thread::sleep_for(300ms);
+  // Inside its insert, past the default: the position is drawn.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool drawn = false;
+  while (!drawn && std::chrono::steady_clock::now() < deadline) {
+    drawn = db_->Scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND wait_event = 'PgSleep' AND query LIKE '%ch_slow%'") == "1";
+    if (!drawn) std::this_thread::sleep_for(20ms);
+  }
+  if (!drawn) {
+    slow_writer.join();
+    FAIL() << "the slow writer never reached its trigger";
+  }
   const auto fast = Insert("ch_fast", 1, 4);
-  const auto floor_meanwhile = Relay(*session, owned, 1200ms);
+  const auto floor_meanwhile = Relay(*session, owned, 1s);  // well inside the writer's 3 s
   slow_writer.join();
   const auto slow = db_->Scalar("SELECT id FROM outbox WHERE aggregateid = 'ch_slow'");
   ASSERT_LT(PositionOf(slow), PositionOf(fast));
