@@ -344,7 +344,8 @@ asio::awaitable<DbResult<bool>> FakeReconciliationStore::Reschedule(
   co_return true;
 }
 
-asio::awaitable<DbResult<int>> FakeReconciliationStore::ReleaseAll(const std::string& owner_id) {
+asio::awaitable<DbResult<int>> FakeReconciliationStore::ReleaseAll(const std::string& owner_id,
+                                                                   std::chrono::milliseconds /*claims_grace*/) {
   if (auto e = t_.Enter("ReleaseAll")) co_return *e;
   int n = 0;
   for (auto& [id, row] : t_.rows_) {

@@ -131,7 +131,8 @@ class FakeReconciliationStore final : public charges::ReconciliationStore {
   boost::asio::awaitable<db::DbResult<bool>> Reschedule(const std::string& charge_id, const std::string& owner_id,
                                                         std::chrono::milliseconds delay,
                                                         const std::optional<charges::AttemptFinish>& attempt) override;
-  boost::asio::awaitable<db::DbResult<int>> ReleaseAll(const std::string& owner_id) override;
+  boost::asio::awaitable<db::DbResult<int>> ReleaseAll(const std::string& owner_id,
+                                                       std::chrono::milliseconds claims_grace) override;
   boost::asio::awaitable<db::DbResult<std::vector<charges::Charge>>> FindCapturedInWindow(
       charges::Timestamp from, charges::Timestamp to, charges::Timestamp created_after) override;
   boost::asio::awaitable<db::DbResult<std::vector<charges::Charge>>> FindByIds(

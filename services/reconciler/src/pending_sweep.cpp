@@ -72,7 +72,7 @@ asio::awaitable<RunSummary> PendingSweep::Run() {
   }
   // Claims not worked on (budget spent, or an error left one behind) go back now rather than when their
   // lease runs out, so the next run and charge-api retries need not wait.
-  const auto release_call = [&] { return deps_.store.ReleaseAll(owner_id_); };
+  const auto release_call = [&] { return deps_.store.ReleaseAll(owner_id_, options_.grace_period); };
   const auto released = co_await db::WithDbRetries(release_call);
   if (!released) {
     ++summary.errors;

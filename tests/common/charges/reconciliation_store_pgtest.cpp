@@ -231,11 +231,11 @@ TEST_F(ReconciliationStoreTest, ReleaseAllGivesBackOnlyTheOwnersPendingLeases) {
   ASSERT_EQ(Claim("mine", 2).charges.size(), 2u);
   ASSERT_EQ(Claim("theirs", 1).charges.size(), 1u);
   db_->Execute("UPDATE charges SET next_check_at = now() + interval '5 minutes' WHERE owner_id = 'mine'");
-  EXPECT_EQ(Await(store_->ReleaseAll("mine")).value(), 2);
+  EXPECT_EQ(Await(store_->ReleaseAll("mine", 2min)).value(), 2);
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE owner_id IS NULL AND lease_expires_at IS NULL"), "2");
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE next_check_at IS NOT NULL"), "2");  // schedule kept
   EXPECT_EQ(db_->Scalar("SELECT owner_id FROM charges WHERE owner_id IS NOT NULL"), "theirs");
-  EXPECT_EQ(Await(store_->ReleaseAll("mine")).value(), 0);
+  EXPECT_EQ(Await(store_->ReleaseAll("mine", 2min)).value(), 0);
 }
 
 TEST_F(ReconciliationStoreTest, AttemptHistoryCountsLooksSinceTheLastCaptureThatMayHaveBeenSent) {

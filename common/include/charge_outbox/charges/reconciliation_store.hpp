@@ -73,7 +73,9 @@ class ReconciliationStore {
 
   // Gives back every lease `owner_id` still holds (charges claimed and not worked on before the run's time
   // budget ran out, or left by an error), without touching their schedule. Returns how many.
-  virtual boost::asio::awaitable<db::DbResult<int>> ReleaseAll(const std::string& owner_id) = 0;
+  // `claims_grace`: the grace period its claims were made under (ClaimRequest::grace), which bounds the search.
+  virtual boost::asio::awaitable<db::DbResult<int>> ReleaseAll(const std::string& owner_id,
+                                                               std::chrono::milliseconds claims_grace) = 0;
 
   // Window report: local charges whose acquirer capture may have been made in [from, to): captured,
   // created before `to`, and recorded captured at or after `from` (the capture lies between the two).

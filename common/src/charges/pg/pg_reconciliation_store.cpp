@@ -49,12 +49,16 @@ constexpr db::Statement kReschedule{
     "), attempt AS (" FINISH_ATTEMPT("$1", "$4", "$5", "$6", "$7", "$8") ")"
     " SELECT count(*) FROM upd"};
 
+// $2: the grace period the owner's claims were made under. Every charge it claimed was older than that
+// when claimed, so older still now: the bound keeps the scan to the pending index's old end, away from
+// the entries of the charges being written right now (and of those just settled, until vacuum).
 constexpr db::Statement kReleaseAll{
     "reconciler_release_all",
     R"sql(
      WITH rel AS (
        UPDATE charges SET owner_id = NULL, lease_expires_at = NULL
-       WHERE owner_id = $1 AND status = 'pending' RETURNING 1
+       WHERE owner_id = $1 AND status = 'pending'
+         AND created_at < now() - $2::bigint * interval '1 millisecond' RETURNING 1
      ) SELECT count(*) FROM rel)sql"};
 
 // $1 from, $2 to, $3 created after (Unix microseconds).
@@ -125,9 +129,10 @@ class PgReconciliationStore final : public ReconciliationStore {
     });
   }
 
-  asio::awaitable<DbResult<int>> ReleaseAll(const std::string& owner_id) override {
+  asio::awaitable<DbResult<int>> ReleaseAll(const std::string& owner_id,
+                                            std::chrono::milliseconds claims_grace) override {
     co_return co_await RunJob<int>(pool_, [&](PgConnection& conn) -> asio::awaitable<int> {
-      const auto r = co_await conn.Execute(kReleaseAll, owner_id);
+      const auto r = co_await conn.Execute(kReleaseAll, owner_id, Millis(claims_grace));
       co_return static_cast<int>(r[0][0].as<std::int64_t>());
     });
   }
