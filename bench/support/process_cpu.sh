@@ -13,6 +13,14 @@ machine_cpu_seconds() {
   awk -v tick="$(getconf CLK_TCK)" '$1 == "cpu" { printf "%.3f\n", ($2 + $3 + $4 + $7 + $8 + $9) / tick }' /proc/stat
 }
 
+# cpus_busy_seconds LIST: the same for the CPUs in LIST alone ("0" or "0,2,3"; the machine's when empty),
+# whichever processes used them.
+cpus_busy_seconds() {
+  awk -v tick="$(getconf CLK_TCK)" -v list="${1:-}" 'BEGIN { n = split(list, c, ","); for (i = 1; i <= n; i++) want["cpu" c[i]] = 1 }
+    (n == 0 && $1 == "cpu") || ($1 in want) { t += $2 + $3 + $4 + $7 + $8 + $9 }
+    END { printf "%.3f\n", t / tick }' /proc/stat
+}
+
 # jit_cpu_seconds PID: the CPU seconds a JVM's JIT compiler threads (C1 and C2) have used so far; 0 if it
 # is gone. A freshly started JVM (the Kafka broker) spends its first minute of load compiling, which a
 # phase must not count as the work it serves (production's broker is long warm).
