@@ -16,7 +16,8 @@ machine_cpu_seconds() {
 # cpus_busy_seconds LIST: the same for the CPUs in LIST alone ("0" or "0,2,3"; the machine's when empty),
 # whichever processes used them.
 cpus_busy_seconds() {
-  awk -v tick="$(getconf CLK_TCK)" -v list="${1:-}" 'BEGIN { n = split(list, c, ","); for (i = 1; i <= n; i++) want["cpu" c[i]] = 1 }
+  awk -v tick="$(getconf CLK_TCK)" -v list="${1:-}" '
+    BEGIN { n = split(list, c, ","); for (i = 1; i <= n; i++) want["cpu" c[i]] = 1 }
     (n == 0 && $1 == "cpu") || ($1 in want) { t += $2 + $3 + $4 + $7 + $8 + $9 }
     END { printf "%.3f\n", t / tick }' /proc/stat
 }
