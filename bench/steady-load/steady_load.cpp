@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "charge_outbox/acquirer/retry_policy.hpp"
 #include "charge_outbox/charges/charge.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
 #include "latest_consumer.hpp"
@@ -260,20 +261,22 @@ int main(int argc, char** argv) {
           pqxx::nontransaction tx(conn);
           const auto key = "steady-" + std::to_string(start_us) + "-" + std::to_string(i);
           // charge_begin: merchant, key, fingerprint, order, amount, currency, payment method, description,
-          // owner, lease ms, traceparent, operation, actor, started_at (as bench/charge-api's script).
+          // owner, lease ms, traceparent, attempt 1's request id, operation, actor (as bench/charge-api's script).
           const auto begun =
               tx.exec_prepared1("begin", a.merchant, key, fingerprint, key, 25000, "BRL", "pm_tok_visa", "steady",
-                                key, 30000, traceparent, "capture", "charge-api", NowMicros());
+                                key, 30000, traceparent, charge_outbox::acquirer::NewRequestId(), "capture",
+                                "charge-api");
           const auto id = begun[0].as<std::string>();
           const auto public_id = charge_outbox::charges::PublicChargeId(id);
           committed.Record(public_id, 1, NowMicros());
           if (stand_in != nullptr) ProduceStandIn(stand_in, a.topic, public_id, 1, traceparent);
-          // charge_complete: id, status, capture id, decline, reason, at, response status, body, traceparent,
-          // attempt no, finished_at, outcome, evidence, http status, owner.
+          // charge_complete: id, status, capture id, decline, reason, response status, body, traceparent,
+          // attempt no, its elapsed ms, outcome, evidence, http status, owner, deadline ms, the body's time mark.
           const char* null = nullptr;  // libpqxx 6 binds a null char pointer as NULL
-          tx.exec_prepared("complete", id, "captured", "cap-" + key, null, null, NowMicros(), 201,
-                           "{\"status\":\"captured\"}", traceparent, 1, NowMicros(), "captured", "approved", 201,
-                           null);
+          const std::string mark(charge_outbox::charges::kDatabaseTimeMark);
+          tx.exec_prepared("complete", id, "captured", "cap-" + key, null, null, 201,
+                           "{\"status\":\"captured\"," + mark + "}", traceparent, 1, 100, "captured", "approved",
+                           201, null, 3600000, mark);
           committed.Record(public_id, 2, NowMicros());
           if (stand_in != nullptr) ProduceStandIn(stand_in, a.topic, public_id, 2, traceparent);
         } catch (const std::exception& e) {

@@ -85,8 +85,14 @@ std::optional<db::DbError> FakeChargeTable::Enter(const std::string& operation) 
   return std::nullopt;
 }
 
+bool FakeChargeTable::VoidOnRecord(const Row& row) const {
+  return std::any_of(row.attempts.begin(), row.attempts.end(),
+                     [](const FakeAttempt& a) { return a.operation == acquirer::Operation::kVoid; });
+}
+
 FakeChargeTable::Row& FakeChargeTable::Refresh(Row& row) {
   auto& c = row.charge;
+  c.age = std::chrono::floor<std::chrono::milliseconds>(now_() - c.created_at);
   c.lease_remaining = std::chrono::milliseconds{0};
   if (LeaseLive(row)) {
     c.lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(*row.lease_expires_at - now_());
@@ -146,29 +152,40 @@ asio::awaitable<DbResult<charges::BeginResult>> FakeChargeStore::Begin(const cha
   c.last_sequence = 1;
   c.attempt_count = 1;
   row.lease_expires_at = lease_until;
-  const std::string request_id = "req-" + c.id;
+  const std::string request_id = first.request_id;
   row.attempts.push_back(
-      FakeAttempt{1, request_id, first.operation, first.actor, first.started_at, std::nullopt, std::nullopt, std::nullopt});
+      FakeAttempt{1, request_id, first.operation, first.actor, t_.now(), std::nullopt, std::nullopt, std::nullopt});
   t_.events_.push_back(FakeEvent{c.id, "payments.charge.initiated.v1", 1});
   const auto id = c.id;
   auto& inserted = t_.rows_.emplace(id, std::move(row)).first->second;
   co_return charges::BeginResult{charges::BeginOutcome::kCreated, t_.Refresh(inserted).charge, 1, request_id};
 }
 
-asio::awaitable<DbResult<int>> FakeChargeStore::StartAttempt(const std::string& charge_id,
-                                                             const charges::AttemptStart& a) {
+asio::awaitable<DbResult<charges::StartedAttempt>> FakeChargeStore::StartAttempt(const std::string& charge_id,
+                                                                                const charges::AttemptStart& a) {
   if (auto e = t_.Enter("StartAttempt")) co_return *e;
   auto& row = t_.rows_.at(charge_id);
+  const bool moves_money = a.operation == acquirer::Operation::kCapture || a.operation == acquirer::Operation::kVoid;
+  if (moves_money && !a.lease) co_return db::DbError{db::DbErrc::kFailed, "a capture or void attempt needs its owner"};
+  if (a.lease && (row.charge.status != ChargeStatus::kPending || row.charge.owner_id != a.lease->owner_id ||
+                  !t_.LeaseLive(row))) {
+    co_return charges::StartedAttempt{0, charges::Refusal::kNotOwner};
+  }
+  if (a.operation == acquirer::Operation::kCapture) {
+    if (t_.VoidOnRecord(row)) co_return charges::StartedAttempt{0, charges::Refusal::kVoidOnRecord};
+    if (t_.now() - row.charge.created_at >= a.deadline) co_return charges::StartedAttempt{0, charges::Refusal::kPastDeadline};
+  }
+  if (a.lease) row.lease_expires_at = t_.now() + a.lease->duration;
   const int no = ++row.charge.attempt_count;
-  row.attempts.push_back(FakeAttempt{no, a.request_id, a.operation, a.actor, a.started_at, std::nullopt, std::nullopt,
+  row.attempts.push_back(FakeAttempt{no, a.request_id, a.operation, a.actor, t_.now(), std::nullopt, std::nullopt,
                                      std::nullopt});
-  co_return no;
+  co_return charges::StartedAttempt{no, std::nullopt};
 }
 
 void FakeChargeStore::Finish(FakeChargeTable::Row& row, const charges::AttemptFinish& finish) {
   for (auto& a : row.attempts) {
     if (a.attempt_no != finish.attempt_no) continue;
-    a.finished_at = finish.finished_at;
+    a.finished_at = a.started_at + finish.elapsed;
     a.outcome = finish.outcome;
     a.evidence = finish.evidence;
   }
@@ -191,28 +208,43 @@ asio::awaitable<DbResult<charges::CompleteResult>> FakeChargeStore::Complete(
   if (t.basis == charges::Basis::kInference && t.owner_id.empty()) {
     co_return db::DbError{db::DbErrc::kFailed, "an inferred transition needs its owner"};
   }
+  const bool capture = t.to == ChargeStatus::kCaptured;
+  if (capture && t.deadline.count() <= 0) co_return db::DbError{db::DbErrc::kFailed, "a capture needs the charge's deadline"};
   if (attempt) Finish(row, *attempt);
-  const bool owner_ok = t.basis == charges::Basis::kAcquirerAnswer || c.owner_id == t.owner_id;
-  if (c.status != ChargeStatus::kPending || !owner_ok) {
-    co_return charges::CompleteResult{false, t_.Refresh(row).charge};
+  if (c.status != ChargeStatus::kPending) co_return charges::CompleteResult{false, t_.Refresh(row).charge, std::nullopt};
+  if (t.basis == charges::Basis::kInference && c.owner_id != t.owner_id) {
+    co_return charges::CompleteResult{false, t_.Refresh(row).charge, charges::Refusal::kNotOwner};
+  }
+  if (capture && t_.VoidOnRecord(row)) {
+    co_return charges::CompleteResult{false, t_.Refresh(row).charge, charges::Refusal::kVoidOnRecord};
+  }
+  if (capture && t_.now() - c.created_at >= t.deadline) {
+    co_return charges::CompleteResult{false, t_.Refresh(row).charge, charges::Refusal::kPastDeadline};
   }
   c.status = t.to;
   if (t.acquirer_capture_id) c.acquirer_capture_id = t.acquirer_capture_id;
   c.decline_code = t.decline_code;
   c.failure_reason = t.failure_reason;
-  c.updated_at = t.at;
+  c.updated_at = t_.now();
   c.response_status = t.response_status;
   c.response_body = t.response_body;
+  if (c.response_body) {
+    // As the SQL does: the statement's own time in place of the mark.
+    const auto at = c.response_body->find(charges::kDatabaseTimeMark);
+    if (at != std::string::npos) {
+      c.response_body->replace(at, charges::kDatabaseTimeMark.size(),
+                               R"("updated_at":")" + charges::FormatTimestamp(c.updated_at) + R"(")");
+    }
+  }
   c.owner_id.reset();
   row.lease_expires_at.reset();
   row.next_check_at.reset();
   t_.AddEvent(row);
-  co_return charges::CompleteResult{true, t_.Refresh(row).charge};
+  co_return charges::CompleteResult{true, t_.Refresh(row).charge, std::nullopt};
 }
 
 asio::awaitable<DbResult<std::optional<charges::Charge>>> FakeChargeStore::FlagForReview(
-    const std::string& charge_id, ChargeStatus expected, const std::string& reason, charges::Timestamp at,
-    const std::string&) {
+    const std::string& charge_id, ChargeStatus expected, const std::string& reason, const std::string&) {
   if (auto e = t_.Enter("FlagForReview")) co_return *e;
   auto& row = t_.rows_.at(charge_id);
   auto& c = row.charge;
@@ -221,7 +253,7 @@ asio::awaitable<DbResult<std::optional<charges::Charge>>> FakeChargeStore::FlagF
   }
   c.status = ChargeStatus::kNeedsReview;
   c.failure_reason = reason;
-  c.updated_at = at;
+  c.updated_at = t_.now();
   c.response_status.reset();
   c.response_body.reset();
   c.owner_id.reset();
@@ -246,6 +278,7 @@ asio::awaitable<DbResult<charges::AttemptHistory>> FakeChargeStore::ReadAttemptH
   charges::AttemptHistory history;
   std::optional<charges::Timestamp> last_sent;
   for (const auto& a : attempts) {
+    if (a.operation == acquirer::Operation::kVoid) history.void_attempted = true;
     if (a.operation != acquirer::Operation::kCapture || a.evidence == acquirer::EvidenceClass::kNotSent) continue;
     history.capture_may_have_left = true;
     last_sent = std::max(last_sent.value_or(a.started_at), a.started_at);
@@ -268,6 +301,24 @@ asio::awaitable<DbResult<void>> FakeChargeStore::Release(const std::string& char
     row.lease_expires_at.reset();
   }
   if (attempt) Finish(row, *attempt);
+  co_return DbResult<void>{};
+}
+
+asio::awaitable<DbResult<void>> FakeChargeStore::AbandonIntent(const std::string& owner_id,
+                                                               const std::string& first_request_id) {
+  if (auto e = t_.Enter("AbandonIntent")) co_return *e;
+  for (auto& [id, row] : t_.rows_) {
+    for (auto& a : row.attempts) {
+      if (a.request_id != first_request_id || a.attempt_no != 1 || a.finished_at) continue;
+      a.finished_at = a.started_at;
+      a.outcome = acquirer::OutcomeKind::kNotSent;
+      a.evidence = acquirer::EvidenceClass::kNotSent;
+      if (row.charge.owner_id == owner_id && row.charge.status == ChargeStatus::kPending) {
+        row.charge.owner_id.reset();
+        row.lease_expires_at.reset();
+      }
+    }
+  }
   co_return DbResult<void>{};
 }
 
@@ -331,7 +382,7 @@ asio::awaitable<DbResult<bool>> FakeReconciliationStore::Reschedule(
   if (attempt) {
     for (auto& a : row.attempts) {
       if (a.attempt_no != attempt->attempt_no) continue;
-      a.finished_at = attempt->finished_at;
+      a.finished_at = a.started_at + attempt->elapsed;
       a.outcome = attempt->outcome;
       a.evidence = attempt->evidence;
     }
@@ -358,13 +409,14 @@ asio::awaitable<DbResult<int>> FakeReconciliationStore::ReleaseAll(const std::st
 }
 
 asio::awaitable<DbResult<std::vector<charges::Charge>>> FakeReconciliationStore::FindCapturedInWindow(
-    charges::Timestamp from, charges::Timestamp to, charges::Timestamp created_after) {
+    charges::Timestamp from, charges::Timestamp to, charges::Timestamp created_after,
+    std::chrono::milliseconds visibility) {
   if (auto e = t_.Enter("FindCapturedInWindow")) co_return *e;
   std::vector<charges::Charge> out;
   for (auto& [id, row] : t_.rows_) {
     const auto& c = row.charge;
     if (c.status == ChargeStatus::kCaptured && c.created_at >= created_after && c.created_at < to &&
-        c.updated_at >= from) {
+        c.updated_at >= from && c.updated_at < t_.now() - visibility) {
       out.push_back(t_.Refresh(row).charge);
     }
   }

@@ -63,7 +63,7 @@ class FakeChargeTable {
   charges::Timestamp now() const { return now_(); }
 
   // The next call of `operation` ("Begin", "StartAttempt", "Complete", "RenewLease", "ReadAttemptHistory",
-  // "FlagForReview", "Release", "FinishAttempt", "ClaimDue", "Reschedule") fails with `code`.
+  // "FlagForReview", "Release", "AbandonIntent", "FinishAttempt", "ClaimDue", "Reschedule") fails with `code`.
   void FailNext(const std::string& operation, db::DbErrc code) { failures_[operation].push_back(code); }
   // Runs `action` once, just before the next call of `operation` does its work.
   void Before(const std::string& operation, std::function<void()> action) { before_[operation].push_back(std::move(action)); }
@@ -75,6 +75,7 @@ class FakeChargeTable {
   Row& Refresh(Row& row);
   void AddEvent(Row& row);
   bool LeaseLive(const Row& row) const { return row.lease_expires_at && *row.lease_expires_at > now_(); }
+  bool VoidOnRecord(const Row& row) const;
 
   std::map<std::string, Row> rows_;
   std::vector<FakeEvent> events_;
@@ -97,21 +98,23 @@ class FakeChargeStore final : public charges::ChargeStore {
   boost::asio::awaitable<db::DbResult<charges::BeginResult>> Begin(const charges::NewCharge& charge,
                                                                    const charges::Lease& lease,
                                                                    const charges::FirstAttempt& first_attempt) override;
-  boost::asio::awaitable<db::DbResult<int>> StartAttempt(const std::string& charge_id,
-                                                         const charges::AttemptStart& attempt) override;
+  boost::asio::awaitable<db::DbResult<charges::StartedAttempt>> StartAttempt(
+      const std::string& charge_id, const charges::AttemptStart& attempt) override;
   boost::asio::awaitable<db::DbResult<void>> FinishAttempt(const std::string& charge_id,
                                                            const charges::AttemptFinish& attempt) override;
   boost::asio::awaitable<db::DbResult<charges::CompleteResult>> Complete(
       const std::string& charge_id, const charges::Transition& transition,
       const std::optional<charges::AttemptFinish>& attempt) override;
   boost::asio::awaitable<db::DbResult<std::optional<charges::Charge>>> FlagForReview(
-      const std::string& charge_id, charges::ChargeStatus expected, const std::string& reason, charges::Timestamp at,
+      const std::string& charge_id, charges::ChargeStatus expected, const std::string& reason,
       const std::string& traceparent) override;
   boost::asio::awaitable<db::DbResult<bool>> RenewLease(const std::string& charge_id, const std::string& owner_id,
                                                         std::chrono::milliseconds lease) override;
   boost::asio::awaitable<db::DbResult<charges::AttemptHistory>> ReadAttemptHistory(const std::string& charge_id) override;
   boost::asio::awaitable<db::DbResult<void>> Release(const std::string& charge_id, const std::string& owner_id,
                                                      const std::optional<charges::AttemptFinish>& attempt) override;
+  boost::asio::awaitable<db::DbResult<void>> AbandonIntent(const std::string& owner_id,
+                                                           const std::string& first_request_id) override;
   boost::asio::awaitable<db::DbResult<std::optional<charges::Charge>>> FindById(const std::string& merchant_id,
                                                                                 const std::string& charge_id) override;
   boost::asio::awaitable<db::DbResult<std::optional<charges::Charge>>> FindByKey(
@@ -134,7 +137,8 @@ class FakeReconciliationStore final : public charges::ReconciliationStore {
   boost::asio::awaitable<db::DbResult<int>> ReleaseAll(const std::string& owner_id,
                                                        std::chrono::milliseconds claims_grace) override;
   boost::asio::awaitable<db::DbResult<std::vector<charges::Charge>>> FindCapturedInWindow(
-      charges::Timestamp from, charges::Timestamp to, charges::Timestamp created_after) override;
+      charges::Timestamp from, charges::Timestamp to, charges::Timestamp created_after,
+      std::chrono::milliseconds visibility) override;
   boost::asio::awaitable<db::DbResult<std::vector<charges::Charge>>> FindByIds(
       const std::vector<std::string>& ids) override;
 

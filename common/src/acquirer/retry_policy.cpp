@@ -71,10 +71,16 @@ asio::awaitable<RetryRun> RunWithRetries(const RetryPolicy& policy, util::Clock&
     record.request_id = context.request_id;
     record.started_at = clock.WallNow();
     if (observer != nullptr) co_await observer->OnAttemptStarted(context, record.started_at);
+    const auto attempt_start = clock.SteadyNow();
     record.outcome = co_await attempt(context);
     record.finished_at = clock.WallNow();
+    record.elapsed = std::chrono::duration_cast<milliseconds>(clock.SteadyNow() - attempt_start);
     if (observer != nullptr) co_await observer->OnAttemptFinished(record);
     run.attempts.push_back(std::move(record));
+    if (observer != nullptr && observer->StopRun()) {
+      run.stop = RetryVerdict::kStopRefused;
+      co_return run;
+    }
 
     const auto elapsed = std::chrono::duration_cast<milliseconds>(clock.SteadyNow() - first_start);
     const auto decision = policy.Decide(run.attempts.back().outcome, attempt_no, elapsed);
@@ -105,6 +111,7 @@ std::string_view ToString(RetryVerdict verdict) {
     case RetryVerdict::kStopBudgetExhausted: return "budget_exhausted";
     case RetryVerdict::kStopRetryAfterBeyondBudget: return "retry_after_beyond_budget";
     case RetryVerdict::kStopDraining: return "draining";
+    case RetryVerdict::kStopRefused: return "refused";
   }
   return "?";
 }

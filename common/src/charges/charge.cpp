@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "charge_outbox/charges/charge_store.hpp"
+
 #include "charge_outbox/util/sha256.hpp"
 #include "charge_outbox/util/time.hpp"
 
@@ -14,6 +16,15 @@ std::string_view ToString(ChargeStatus status) {
     case ChargeStatus::kFailed: return "failed";
     case ChargeStatus::kCanceled: return "canceled";
     case ChargeStatus::kNeedsReview: return "needs_review";
+  }
+  return "unknown";
+}
+
+std::string_view ToString(Refusal refusal) {
+  switch (refusal) {
+    case Refusal::kNotOwner: return "not_owner";
+    case Refusal::kPastDeadline: return "past_deadline";
+    case Refusal::kVoidOnRecord: return "void_on_record";
   }
   return "unknown";
 }

@@ -132,6 +132,10 @@ Transition NotCapturedAfterRepeatedLooks() {
   return Settled(ChargeStatus::kFailed, Basis::kInference, "", reason::kNotCaptured).transition;
 }
 
+Transition NothingEverSent() {
+  return Settled(ChargeStatus::kFailed, Basis::kInference, "", reason::kAcquirerUnreachable).transition;
+}
+
 Transition NotFoundForReview() {
   return Settled(ChargeStatus::kNeedsReview, Basis::kInference, "", reason::kNotFoundAtAcquirer).transition;
 }

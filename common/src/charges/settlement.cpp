@@ -14,11 +14,12 @@ boost::asio::awaitable<db::DbResult<Settlement>> Settle(ChargeStore& store, cons
   const auto complete_call = [&] { return store.Complete(charge.id, transition, attempt); };
   const auto done = co_await db::WithDbRetries(complete_call);
   if (!done) co_return done.error();
-  if (done->applied) co_return Settlement{SettleOutcome::kApplied, done->charge, std::nullopt};
+  if (done->applied) co_return Settlement{SettleOutcome::kApplied, done->charge, std::nullopt, std::nullopt};
+  if (done->refused) co_return Settlement{SettleOutcome::kRefused, done->charge, std::nullopt, done->refused};
 
   const auto& winner = done->charge;
   const auto contradiction = Contradiction(transition, winner);
-  if (!contradiction) co_return Settlement{SettleOutcome::kLost, winner, std::nullopt};
+  if (!contradiction) co_return Settlement{SettleOutcome::kLost, winner, std::nullopt, std::nullopt};
 
   const auto trace_id = log::TraceIdOf(transition.traceparent);
   log::WithTrace(trace_id, spdlog::level::err,
@@ -27,19 +28,33 @@ boost::asio::awaitable<db::DbResult<Settlement>> Settle(ChargeStore& store, cons
                  ToString(winner.status), winner.failure_reason.value_or(winner.decline_code.value_or("no reason")),
                  *contradiction);
   const auto flag_call = [&] {
-    return store.FlagForReview(charge.id, winner.status, *contradiction, transition.at, transition.traceparent);
+    return store.FlagForReview(charge.id, winner.status, *contradiction, transition.traceparent);
   };
   const auto flagged = co_await db::WithDbRetries(flag_call);
   if (!flagged) {
     log::WithTrace(trace_id, spdlog::level::err, "charge {}: flagging the contradiction for review failed: {}",
                    charge.public_id(), flagged.error().detail);
-    co_return Settlement{SettleOutcome::kLost, winner, contradiction};
+    co_return Settlement{SettleOutcome::kUnflagged, winner, contradiction, std::nullopt};
   }
-  if (!*flagged) {
-    // Its status changed again meanwhile (another actor flagged it first): what it is now stands.
-    co_return Settlement{SettleOutcome::kLost, winner, contradiction};
+  if (*flagged) co_return Settlement{SettleOutcome::kFlagged, **flagged, contradiction, std::nullopt};
+  // Its status changed again meanwhile: another actor flagged it first, or so it should be. What it is now
+  // decides; the winner read before is stale, and answering with it would repeat the contradicted state.
+  const auto read_call = [&] { return store.FindById(charge.merchant_id, charge.id); };
+  const auto now = co_await db::WithDbRetries(read_call);
+  if (now && *now && (*now)->status == ChargeStatus::kNeedsReview) {
+    co_return Settlement{SettleOutcome::kFlagged, **now, contradiction, std::nullopt};
   }
-  co_return Settlement{SettleOutcome::kFlagged, **flagged, contradiction};
+  log::WithTrace(trace_id, spdlog::level::err, "charge {}: the contradiction is not flagged and the charge is {}",
+                 charge.public_id(), now && *now ? ToString((*now)->status) : "unreadable");
+  co_return Settlement{SettleOutcome::kUnflagged, now && *now ? **now : winner, contradiction, std::nullopt};
+}
+
+Charge UnderReview(Charge charge, const std::string& contradiction) {
+  charge.status = ChargeStatus::kNeedsReview;
+  charge.failure_reason = contradiction;
+  charge.response_status.reset();
+  charge.response_body.reset();
+  return charge;
 }
 
 }  // namespace charge_outbox::charges

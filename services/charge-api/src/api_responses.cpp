@@ -50,21 +50,28 @@ http::Response ToResponse(const ApiError& e) {
     case ApiErrc::kMethodNotAllowed:
       return Problem(Status::method_not_allowed, "method-not-allowed", "Method not allowed", e.detail);
     case ApiErrc::kIdempotencyKeyReused:
+      // Not "nothing was charged": the key's own charge (named here) may well be captured. What this request
+      // did is all this answer can say.
       return Problem(Status::unprocessable_entity, "idempotency-key-reused",
                      "Idempotency-Key already used with other parameters",
-                     "This key belongs to a charge with different parameters; nothing was charged. Use a new key "
-                     "for a new charge.",
+                     "This request did nothing. Its Idempotency-Key belongs to charge " + e.charge_id +
+                         ", made with other parameters, whose outcome is its own: GET /v1/charges/" + e.charge_id +
+                         " before you charge again.",
                      {{"charge_id", e.charge_id}});
     case ApiErrc::kRequestInFlight: {
       auto r = Problem(Status::conflict, "request-in-flight", "A request with this Idempotency-Key is in progress",
-                       "Retry after the Retry-After delay with the same key to get its result.",
+                       "Its outcome is not known yet. Retry after the Retry-After delay with the same key to get its "
+                       "result, or GET the charge.",
                        {{"charge_id", e.charge_id}});
       WithRetryAfter(r, e.retry_after);
       return r;
     }
     case ApiErrc::kDatabaseUnavailable: {
+      // The database is what knows the key's charge, and it did not answer: this says nothing about it.
       auto r = Problem(Status::service_unavailable, "unavailable", "Service temporarily unavailable",
-                       "Nothing was charged. Retry with the same Idempotency-Key.");
+                       "This answer says nothing about the charge of this Idempotency-Key: this or an earlier "
+                       "request may have made one. Retry with the same key after the Retry-After delay, or GET "
+                       "the charge; do not start over with a new key on this answer.");
       WithRetryAfter(r, e.retry_after);
       return r;
     }
@@ -73,8 +80,9 @@ http::Response ToResponse(const ApiError& e) {
       json::object extra;
       if (!e.charge_id.empty()) extra["charge_id"] = e.charge_id;
       auto r = Problem(Status::service_unavailable, "acquirer-busy", "Too many charges waiting for the acquirer",
-                       "Nothing was sent to the acquirer. Retry with the same Idempotency-Key after the "
-                       "Retry-After delay.",
+                       "This request sent nothing to the acquirer; an earlier request with this Idempotency-Key may "
+                       "have. Retry with the same key after the Retry-After delay, or GET the charge; do not start "
+                       "over with a new key on this answer.",
                        std::move(extra));
       WithRetryAfter(r, e.retry_after);
       return r;
@@ -89,14 +97,15 @@ http::Response ToResponse(const ApiError& e) {
     }
     case ApiErrc::kRateLimited: {
       auto r = Problem(Status::too_many_requests, "rate-limited", "Request rate limit reached",
-                       "Nothing was done. Retry after the Retry-After delay (with the same Idempotency-Key for "
-                       "a charge).");
+                       "This request was not processed; an earlier request with its Idempotency-Key may have made a "
+                       "charge. Retry after the Retry-After delay with the same key.");
       WithRetryAfter(r, e.retry_after);
       return r;
     }
     case ApiErrc::kInternal:
       return Problem(Status::internal_server_error, "internal", "Internal error",
-                     "Retry with the same Idempotency-Key; it will never charge twice.");
+                     "This answer says nothing about the charge of this Idempotency-Key. Retry with the same key, "
+                     "or GET the charge; a retry with the same key never charges twice.");
   }
   return http::ProblemJson(Status::internal_server_error, "Internal error", "");
 }

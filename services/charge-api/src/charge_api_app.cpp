@@ -136,7 +136,8 @@ struct ChargeApiApp::Parts {
         background_work(asio::make_work_guard(background)),
         acquirer_client(background.get_executor(), config.acquirer),
         policy(config.acquirer.retry, std::make_shared<util::Mt19937RandomSource>()),
-        service(*store, acquirer_client, policy, clock, probe,
+        late_records(background.get_executor(), probe),
+        service(*store, acquirer_client, policy, clock, probe, late_records,
                 {.instance_id = config.instance_id,
                  .lease = config.lease,
                  .deadline = config.deadline,
@@ -184,6 +185,7 @@ struct ChargeApiApp::Parts {
   acquirer::HttpAcquirerClient acquirer_client;
   util::AsioClock clock;
   acquirer::RetryPolicy policy;
+  LateRecords late_records;
   ChargeService service;
   // API keys are looked up on connections of their own: a flood of unknown keys never waits for, or
   // holds, a connection that payments need.
@@ -224,6 +226,7 @@ void ChargeApiApp::Stop(milliseconds drain) {
   // Probes and the scrape answer until the API has drained.
   parts_->admin_server.Stop(milliseconds{0});
   parts_->stopping = true;
+  parts_->late_records.Stop();
   parts_->background_work.reset();
   parts_->background.stop();
   if (parts_->background_thread.joinable()) parts_->background_thread.join();

@@ -28,7 +28,12 @@ ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
       auth_cache_entries_(metrics::GaugeFamily(registry, "charge_api_auth_cache_entries",
                                                "API key hashes remembered, by answer (valid, unknown)")),
       refusals_held_(metrics::Counter(registry, "charge_api_refusals_held_total",
-                                      "Answers to anonymous clients (no route, method, key) held to pace their client")) {
+                                      "Answers to anonymous clients (no route, method, key) held to pace their client")),
+      late_records_(metrics::Gauge(registry, "charge_api_late_records",
+                                   "Facts answered to a client but not yet on record (nothing sent), being retried")),
+      unflagged_contradictions_(metrics::Counter(
+          registry, "charge_api_unflagged_contradictions_total",
+          "Acquirer proofs contradicting the recorded state that could not be flagged for review")) {
   // Every label value is known up front: the series exist (at 0) before the first event.
   for (const char* outcome : {"found", "unknown", "error"}) auth_lookups_.Add({{"outcome", outcome}});
   for (const char* reason : {"failed_auth_limit", "merchant_rate_limit"}) refused_.Add({{"reason", reason}});
@@ -73,6 +78,10 @@ void ChargeApiProbe::SetAuthCacheEntries(std::size_t valid, std::size_t unknown)
   auth_cache_entries_.Add({{"answer", "valid"}}).Set(static_cast<double>(valid));
   auth_cache_entries_.Add({{"answer", "unknown"}}).Set(static_cast<double>(unknown));
 }
+
+void ChargeApiProbe::SetLateRecords(int outstanding) { late_records_.Set(static_cast<double>(outstanding)); }
+
+void ChargeApiProbe::OnUnflaggedContradiction() { unflagged_contradictions_.Increment(); }
 
 void ChargeApiProbe::SetPendingOverdue(std::int64_t count) { pending_overdue_.Set(static_cast<double>(count)); }
 

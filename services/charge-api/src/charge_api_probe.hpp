@@ -32,6 +32,12 @@ class ChargeApiProbe {
   void SetAuthCacheEntries(std::size_t valid, std::size_t unknown);
   // An anonymous refusal held for its client's turn (ClientRefusalPacer).
   void OnRefusalHeld();
+  // Facts waiting for the database (LateRecords), now.
+  void SetLateRecords(int outstanding);
+  // A proof of the acquirer's that contradicts the recorded state and could not be flagged for review: the
+  // client was told "under review", the record still says otherwise until a person or the window report
+  // flags it.
+  void OnUnflaggedContradiction();
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
@@ -46,6 +52,8 @@ class ChargeApiProbe {
   prometheus::Family<prometheus::Counter>& refused_;
   prometheus::Family<prometheus::Gauge>& auth_cache_entries_;
   prometheus::Counter& refusals_held_;
+  prometheus::Gauge& late_records_;
+  prometheus::Counter& unflagged_contradictions_;
 };
 
 }  // namespace charge_outbox::charge_api

@@ -62,8 +62,14 @@ class AcquirerRunSlot {
 
 ChargeService::ChargeService(charges::ChargeStore& store, acquirer::AcquirerClient& acquirer,
                              const acquirer::RetryPolicy& policy, util::Clock& clock, ChargeApiProbe& probe,
-                             ChargeServiceOptions options)
-    : store_(store), acquirer_(acquirer), policy_(policy), clock_(clock), probe_(probe), options_(std::move(options)) {}
+                             LateRecords& late_records, ChargeServiceOptions options)
+    : store_(store),
+      acquirer_(acquirer),
+      policy_(policy),
+      clock_(clock),
+      probe_(probe),
+      late_records_(late_records),
+      options_(std::move(options)) {}
 
 asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   const auto traceparent = cmd.trace.ToTraceparent();
@@ -75,7 +81,9 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   n.traceparent = traceparent;
   // Unique per request, so a request recognises its own row when it must ask whether its insert committed.
   const charges::Lease lease{options_.instance_id + "/" + acquirer::NewRequestId(), options_.lease};
-  const charges::FirstAttempt first{acquirer::Operation::kCapture, kActor, clock_.WallNow()};
+  // Attempt 1's request id is this request's, not the database's: should the intent's commit stay unknown,
+  // it still names the attempt this request never sent (IntentNotWritten).
+  const charges::FirstAttempt first{acquirer::NewRequestId(), acquirer::Operation::kCapture, kActor};
 
   if (draining_) co_return ToResponse(Unavailable(options_.unavailable_retry_after, "shutting down"));
   // A local queue is not an acquirer answer: with every place taken, say so before anything is written,
@@ -88,24 +96,18 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
     co_return ToResponse(Unavailable(options_.unavailable_retry_after, "failpoint"));
   }
   auto begun = co_await store_.Begin(n, lease, first);
+  bool in_doubt = false;
   if (!begun && begun.error().code == db::DbErrc::kInDoubt) {
-    // The insert's commit is unknown: ask again with the same owner; it inserts or finds our own row.
+    // The insert's commit is unknown: ask again with the same owner and request id, which inserts or finds
+    // our own row. Once: a database that does not answer must be told to the client within its deadline,
+    // and what this request cannot learn now is kept for the record (IntentNotWritten).
+    in_doubt = true;
     log::WithTrace(cmd.trace.trace_id, spdlog::level::warn, "intent insert in doubt ({}); re-reading by key",
                    begun.error().detail);
     begun = co_await store_.Begin(n, lease, first);
   }
-  if (!begun) {
-    const auto& e = begun.error();
-    log::ScopedTraceId scope(cmd.trace.trace_id);
-    spdlog::error("intent not written: database {}: {}", db::ToString(e.code), e.detail);
-    // Trouble that may pass is 503 with Retry-After; a refused statement is our bug, 500.
-    switch (db::RetryabilityOf(e)) {
-      case retry::Retryability::kTransient:
-        co_return ToResponse(Unavailable(options_.unavailable_retry_after, e.detail));
-      case retry::Retryability::kDefinitive:  // no database error is an answer
-      case retry::Retryability::kNever: co_return ToResponse(ApiError{ApiErrc::kInternal, e.detail});
-    }
-  }
+  const auto read_at = clock_.SteadyNow();
+  if (!begun) co_return IntentNotWritten(begun.error(), in_doubt, lease, first, cmd.trace);
 
   const auto& charge = begun->charge;
   switch (begun->outcome) {
@@ -123,13 +125,38 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
       if (co_await failpoints::HitAsync("charge.after_intent_commit")) {
         co_return co_await GiveUp(charge, lease, std::nullopt, cmd.trace);
       }
-      co_return co_await Capture(charge, lease, charges::RunKind::kFirstCapture, begun->first_request_id, cmd.trace);
+      co_return co_await Capture(charge, lease, charges::RunKind::kFirstCapture, begun->first_request_id, read_at,
+                                 cmd.trace);
     case BeginOutcome::kTakenOver:
       log::WithTrace(cmd.trace.trace_id, spdlog::level::info,
                      "charge {} taken over from a gone owner; asking the acquirer first", charge.public_id());
-      co_return co_await TakeOver(charge, lease, cmd.trace);
+      co_return co_await TakeOver(charge, lease, read_at, cmd.trace);
   }
   co_return ToResponse(ApiError{ApiErrc::kInternal, "unreachable"});
+}
+
+http::Response ChargeService::IntentNotWritten(const db::DbError& e, bool in_doubt, const charges::Lease& lease,
+                                               const charges::FirstAttempt& first, const trace::TraceContext& trace) {
+  log::ScopedTraceId scope(trace.trace_id);
+  spdlog::error("intent not written{}: database {}: {}", in_doubt ? " (its commit unknown)" : "", db::ToString(e.code),
+                e.detail);
+  if (in_doubt) {
+    // It may have committed, with attempt 1 on record as started. This request never sends it, and until
+    // that is on record the attempt reads as "a capture may have left": the reconciler would then capture
+    // a charge whose client was only told to retry.
+    late_records_.Keep("the unconfirmed intent of attempt " + first.request_id,
+                       [store = &store_, owner = lease.owner_id, request_id = first.request_id] {
+                         return store->AbandonIntent(owner, request_id);
+                       });
+  }
+  // Trouble that may pass is 503 with Retry-After; a refused statement is our bug, 500. Neither says
+  // anything about the key's charge, which an earlier request (or this one, in doubt) may have made.
+  switch (db::RetryabilityOf(e)) {
+    case retry::Retryability::kTransient: return ToResponse(Unavailable(options_.unavailable_retry_after, e.detail));
+    case retry::Retryability::kDefinitive:  // no database error is an answer
+    case retry::Retryability::kNever: return ToResponse(ApiError{ApiErrc::kInternal, e.detail});
+  }
+  return ToResponse(ApiError{ApiErrc::kInternal, e.detail});
 }
 
 void ChargeService::Drain() {
@@ -140,9 +167,12 @@ void ChargeService::Drain() {
 asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& charge, const charges::Lease& lease,
                                                        charges::RunKind kind,
                                                        std::optional<std::string> recorded_first_request,
+                                                       std::chrono::steady_clock::time_point read_at,
                                                        const trace::TraceContext& trace) {
-  // Attempt 1 of the first run was recorded with the intent, under the request id sent on the wire.
+  // Attempt 1 of the first run was recorded with the intent, under the request id sent on the wire. Every
+  // other attempt is recorded only while this request owns the charge, before its deadline.
   charges::AttemptRecorder recorder(store_, charge.id, acquirer::Operation::kCapture, kActor, trace.trace_id,
+                                    charges::Ownership{lease, options_.deadline},
                                     recorded_first_request ? std::optional(1) : std::nullopt);
   const acquirer::CaptureRequest request{charges::AcquirerIdempotencyKey(charge), charge.amount, charge.currency,
                                          charge.public_id(), charge.payment_method};
@@ -156,11 +186,14 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
   if (co_await failpoints::HitAsync("charge.after_acquirer_response")) {
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
   }
+  if (const auto refusal = recorder.refusal()) {
+    co_return co_await Refused(charge, lease, *refusal, recorder.TakeLastFinish(), trace);
+  }
   const auto facts = charges::FactsOf(kind, run);
   if (facts.queued_out) co_return co_await GiveUpBusy(charge, lease, recorder.TakeLastFinish(), trace);
-  auto charge_facts = charges::ChargeFacts{PastDeadline(charge), std::nullopt};
+  auto charge_facts = charges::ChargeFacts{PastDeadline(charge, read_at), std::nullopt};
   if (facts.never_sent && kind == charges::RunKind::kFirstCapture) {
-    charge_facts = co_await FactsAfterNeverSent(charge, recorder, trace);
+    charge_facts = co_await FactsAfterNeverSent(charge, recorder, charge_facts.past_deadline, trace);
   }
   const auto reading = charges::ReadRun(facts, charge_facts);
   switch (reading.finding) {
@@ -177,10 +210,11 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
 
 asio::awaitable<charges::ChargeFacts> ChargeService::FactsAfterNeverSent(const charges::Charge& charge,
                                                                          charges::AttemptRecorder& recorder,
+                                                                         bool past_deadline,
                                                                          const trace::TraceContext& trace) {
   // With this run's own attempts finished on record as not_sent, any capture attempt on record that may
   // have left is someone else's (or an unwritten finish): then "nothing was captured" is not proven.
-  charges::ChargeFacts facts{PastDeadline(charge), std::nullopt};
+  charges::ChargeFacts facts{past_deadline, std::nullopt};
   if (!co_await recorder.FlushFinish()) co_return facts;
   const auto history_call = [&] { return store_.ReadAttemptHistory(charge.id); };
   const auto history = co_await db::WithDbRetries(history_call);
@@ -195,8 +229,8 @@ asio::awaitable<charges::ChargeFacts> ChargeService::FactsAfterNeverSent(const c
 }
 
 asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& charge, const charges::Lease& lease,
+                                                        std::chrono::steady_clock::time_point read_at,
                                                         const trace::TraceContext& trace) {
-  const bool past_deadline = PastDeadline(charge);
   charges::AttemptRecorder recorder(store_, charge.id, acquirer::Operation::kLookup, kActor, trace.trace_id);
   const acquirer::LookupRequest lookup{charges::AcquirerIdempotencyKey(charge),
                                        acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
@@ -209,6 +243,8 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
   const auto run = co_await charges::RunRecorded(policy_, clock_, recorder, lookup_call);
   const auto facts = charges::FactsOf(charges::RunKind::kLookup, run);
   if (facts.queued_out) co_return co_await GiveUpBusy(charge, lease, recorder.TakeLastFinish(), trace);
+  // The deadline as of the lookup's answer, not of its start: a lookup that took long may have crossed it.
+  const bool past_deadline = PastDeadline(charge, read_at);
   const auto reading = charges::ReadRun(facts, charges::ChargeFacts{past_deadline, std::nullopt});
   const auto log_info = [&](std::string_view what) {
     log::WithTrace(trace.trace_id, spdlog::level::info, "charge {} {}", charge.public_id(), what);
@@ -233,21 +269,33 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
     co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
   }
   // Not visible at the acquirer: capture with the same key. If an earlier capture is merely not visible
-  // yet, the acquirer deduplicates by key and answers with it. The lease is renewed first, so the capture
-  // has a whole lease of its own, as the lookup had.
+  // yet, the acquirer deduplicates by key and answers with it. Recording each capture attempt renews the
+  // lease, so the capture has a whole lease of its own as the lookup had, and is refused (nothing sent)
+  // once this request no longer owns the charge or the deadline has passed by the database's clock.
   co_await recorder.FlushFinish();
-  const auto renew_call = [&] { return store_.RenewLease(charge.id, lease.owner_id, lease.duration); };
-  const auto renewed = co_await db::WithDbRetries(renew_call);
-  if (!renewed) {
-    log_info("pending: lease not renewed (" + renewed.error().detail + "); not capturing");
-    co_return co_await GiveUp(charge, lease, std::nullopt, trace);
+  co_return co_await Capture(charge, lease, charges::RunKind::kCapture, std::nullopt, read_at, trace);
+}
+
+asio::awaitable<http::Response> ChargeService::Refused(const charges::Charge& charge, const charges::Lease& lease,
+                                                       charges::Refusal refusal,
+                                                       std::optional<charges::AttemptFinish> last,
+                                                       const trace::TraceContext& trace) {
+  switch (refusal) {
+    case charges::Refusal::kNotOwner: {
+      log::WithTrace(trace.trace_id, spdlog::level::info,
+                     "charge {} is no longer this request's (its lease ran out and another actor holds or resolved "
+                     "it): nothing more sent",
+                     charge.public_id());
+      if (last) co_await store_.Release(charge.id, lease.owner_id, last);  // its finish; the lease is another's
+      co_return co_await AnswerAsItIsNow(charge);
+    }
+    case charges::Refusal::kPastDeadline:
+    case charges::Refusal::kVoidOnRecord:
+      log::WithTrace(trace.trace_id, spdlog::level::info, "charge {}: not captured ({}); left to the reconciler",
+                     charge.public_id(), charges::ToString(refusal));
+      co_return co_await GiveUp(charge, lease, std::move(last), trace);
   }
-  if (!*renewed) {
-    log_info("is no longer this request's (resolved or taken over); not capturing");
-    const auto now = co_await store_.FindById(charge.merchant_id, charge.id);
-    co_return now && *now ? AnswerFor(**now, false) : ToHttp(ResponseFor(charge), charge.public_id(), false);
-  }
-  co_return co_await Capture(charge, lease, charges::RunKind::kCapture, std::nullopt, trace);
+  co_return co_await GiveUp(charge, lease, std::move(last), trace);
 }
 
 asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& charge, const charges::Lease& lease,
@@ -256,13 +304,14 @@ asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& cha
                                                       const trace::TraceContext& trace) {
   transition.owner_id = lease.owner_id;
   transition.traceparent = trace.ToTraceparent();
+  transition.deadline = options_.deadline;
   charges::Charge after = charge;
   after.status = transition.to;
   if (transition.acquirer_capture_id) after.acquirer_capture_id = transition.acquirer_capture_id;
   after.decline_code = transition.decline_code;
   after.failure_reason = transition.failure_reason;
-  after.updated_at = std::chrono::time_point_cast<std::chrono::milliseconds>(clock_.WallNow());
-  transition.at = after.updated_at;
+  // The statement writes its own time here (charges::kDatabaseTimeMark); the answer is what it stored.
+  after.updated_at = charges::Timestamp{};
   const auto response = ResponseFor(after);
   transition.response_status = response.status;
   transition.response_body = response.body;
@@ -279,15 +328,29 @@ asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& cha
     co_return ToHttp(ResponseFor(charge), charge.public_id(), false);
   }
   const auto& now = settled->charge;
-  probe_.OnChargeOutcome(OutcomeLabel(now));
   switch (settled->outcome) {
-    case charges::SettleOutcome::kApplied: co_return ToHttp(response, now.public_id(), false);
+    case charges::SettleOutcome::kApplied:
+      probe_.OnChargeOutcome(OutcomeLabel(now));
+      co_return AnswerFor(now, false);  // the response as stored, with the database's time
     case charges::SettleOutcome::kLost:
       // Someone else resolved it first (or, for an inference, holds it now): answer with what stands.
       spdlog::info("charge {}: {} not applied; it is {}", charge.public_id(), charges::ToString(transition.to),
                    charges::ToString(now.status));
+      probe_.OnChargeOutcome(OutcomeLabel(now));
       co_return AnswerFor(now, false);
-    case charges::SettleOutcome::kFlagged: co_return AnswerFor(now, false);
+    case charges::SettleOutcome::kFlagged:
+      probe_.OnChargeOutcome(OutcomeLabel(now));
+      co_return AnswerFor(now, false);
+    case charges::SettleOutcome::kUnflagged:
+      // We hold the acquirer's proof against the recorded state, and the flag did not land: the record's
+      // state (its stored answer above all) is exactly what must not be repeated. Under review is the truth.
+      probe_.OnUnflaggedContradiction();
+      probe_.OnChargeOutcome("needs_review");
+      co_return ToHttp(ResponseFor(charges::UnderReview(now, *settled->contradiction)), now.public_id(), false);
+    case charges::SettleOutcome::kRefused:
+      probe_.OnChargeOutcome("pending");
+      // The statement finished the attempt even though it refused the transition.
+      co_return co_await Refused(charge, lease, *settled->refusal, std::nullopt, trace);
   }
   co_return AnswerFor(now, false);
 }
@@ -301,6 +364,14 @@ asio::awaitable<http::Response> ChargeService::GiveUp(const charges::Charge& cha
   if (!released) {
     log::WithTrace(trace.trace_id, spdlog::level::warn, "lease of charge {} not released: {}", charge.public_id(),
                    released.error().detail);
+    // What the run proved about its last attempt must still reach the record: above all that it never
+    // left (a run answered 503 acquirer-busy), without which it reads as "a capture may have left".
+    if (last_attempt) {
+      late_records_.Keep("the release of charge " + charge.public_id(),
+                         [store = &store_, id = charge.id, owner = lease.owner_id, finish = last_attempt] {
+                           return store->Release(id, owner, finish);
+                         });
+    }
   }
   probe_.OnChargeOutcome("pending");
   co_return ToHttp(ResponseFor(charge), charge.public_id(), false);
@@ -326,8 +397,14 @@ http::Response ChargeService::AnswerFor(const charges::Charge& charge, bool repl
   return ToHttp(ResponseFor(charge), charge.public_id(), replayed);
 }
 
-bool ChargeService::PastDeadline(const charges::Charge& charge) {
-  return clock_.WallNow() - charge.created_at >= options_.deadline;
+asio::awaitable<http::Response> ChargeService::AnswerAsItIsNow(const charges::Charge& fallback) {
+  const auto now = co_await store_.FindById(fallback.merchant_id, fallback.id);
+  if (now && *now) co_return AnswerFor(**now, false);
+  co_return ToHttp(ResponseFor(fallback), fallback.public_id(), false);
+}
+
+bool ChargeService::PastDeadline(const charges::Charge& charge, std::chrono::steady_clock::time_point read_at) {
+  return charges::PastDeadline(charge, options_.deadline, clock_.SteadyNow() - read_at);
 }
 
 asio::awaitable<http::Response> ChargeService::Get(const std::string& merchant_id, const std::string& public_id) {

@@ -11,8 +11,11 @@
 //
 // A repeat finds the key: other parameters 422; finished: the stored response replayed; a live owner
 // 409; an owner gone (crashed, or answered 202): take over and ask the acquirer by key before anything.
-// A takeover never concludes "nothing was captured" (an earlier owner may have captured), renews its
-// lease before it captures, and past the charge's deadline never captures at all.
+// A takeover never concludes "nothing was captured" (an earlier owner may have captured), and past the
+// charge's deadline never captures at all. Every capture attempt is recorded only while this request still
+// owns the charge (which renews its lease) and before the deadline: a request that lost its charge to
+// another actor sends nothing more. What the service could not record before it answered 503 (an intent
+// whose commit it never learned, attempts that never left) is kept by LateRecords until it is on record.
 //
 // Thread safety: Create/Get may run concurrently from any number of coroutines; the service holds no
 // mutable state of its own.
@@ -34,6 +37,7 @@
 #include "charge_outbox/http/server.hpp"
 #include "charge_outbox/trace/trace_context.hpp"
 #include "charge_request.hpp"
+#include "late_records.hpp"
 
 namespace charge_outbox::charge_api {
 
@@ -62,7 +66,7 @@ struct CreateCharge {
 class ChargeService {
  public:
   ChargeService(charges::ChargeStore& store, acquirer::AcquirerClient& acquirer, const acquirer::RetryPolicy& policy,
-                util::Clock& clock, ChargeApiProbe& probe, ChargeServiceOptions options);
+                util::Clock& clock, ChargeApiProbe& probe, LateRecords& late_records, ChargeServiceOptions options);
 
   boost::asio::awaitable<http::Response> Create(CreateCharge command);
   // Shutting down: a new charge is answered 503 before its intent, a charge at work stops retrying
@@ -73,14 +77,27 @@ class ChargeService {
   boost::asio::awaitable<http::Response> GetByKey(const std::string& merchant_id, const std::string& idempotency_key);
 
  private:
+  // `read_at`: when `charge` was read (the monotonic clock), from which its deadline is judged.
   boost::asio::awaitable<http::Response> Capture(const charges::Charge& charge, const charges::Lease& lease,
                                                  charges::RunKind kind, std::optional<std::string> recorded_first_request,
+                                                 std::chrono::steady_clock::time_point read_at,
                                                  const trace::TraceContext& trace);
   boost::asio::awaitable<http::Response> TakeOver(const charges::Charge& charge, const charges::Lease& lease,
+                                                  std::chrono::steady_clock::time_point read_at,
                                                   const trace::TraceContext& trace);
+  // The intent could not be written, or its commit stayed unknown: 503, and if it may have committed, its
+  // first attempt (never sent) kept for the record.
+  http::Response IntentNotWritten(const db::DbError& error, bool in_doubt, const charges::Lease& lease,
+                                  const charges::FirstAttempt& first, const trace::TraceContext& trace);
+  // A run the store refused to record (the request lost its charge, the deadline passed, a void is on
+  // record): nothing more was sent; answers with what the charge is now.
+  boost::asio::awaitable<http::Response> Refused(const charges::Charge& charge, const charges::Lease& lease,
+                                                 charges::Refusal refusal, std::optional<charges::AttemptFinish> last,
+                                                 const trace::TraceContext& trace);
   // What a capture run that never left the process may conclude, given the attempts on record.
   boost::asio::awaitable<charges::ChargeFacts> FactsAfterNeverSent(const charges::Charge& charge,
                                                                    charges::AttemptRecorder& recorder,
+                                                                   bool past_deadline,
                                                                    const trace::TraceContext& trace);
   boost::asio::awaitable<http::Response> Settle(const charges::Charge& charge, const charges::Lease& lease,
                                                 charges::Transition transition, charges::AttemptRecorder& recorder,
@@ -97,13 +114,16 @@ class ChargeService {
                                                     const trace::TraceContext& trace);
   // The answer a charge's current state calls for: its stored response, or the one its state implies.
   http::Response AnswerFor(const charges::Charge& charge, bool replayed);
-  bool PastDeadline(const charges::Charge& charge);
+  // What the charge is now, read afresh; `fallback` when it cannot be read.
+  boost::asio::awaitable<http::Response> AnswerAsItIsNow(const charges::Charge& fallback);
+  bool PastDeadline(const charges::Charge& charge, std::chrono::steady_clock::time_point read_at);
 
   charges::ChargeStore& store_;
   acquirer::AcquirerClient& acquirer_;
   const acquirer::RetryPolicy& policy_;
   util::Clock& clock_;
   ChargeApiProbe& probe_;
+  LateRecords& late_records_;
   ChargeServiceOptions options_;
   std::atomic<std::size_t> acquirer_runs_{0};
   std::atomic<bool> draining_{false};

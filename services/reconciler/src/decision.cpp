@@ -24,6 +24,15 @@ Decision Defer(milliseconds delay, bool error, std::string_view why) {
   return d;
 }
 
+// A live capture past the deadline: void it with the charge's key.
+Decision VoidIt(const std::optional<acquirer::Capture>& capture, std::string_view why) {
+  Decision d;
+  d.step = Step::kVoid;
+  d.capture_id = capture ? capture->id : "";
+  d.why = why;
+  return d;
+}
+
 // The next look lands just past the deadline at the latest, where the deadline rules take over.
 constexpr milliseconds kPastDeadlineMargin{1000};
 milliseconds CapAtDeadline(milliseconds delay, milliseconds until_deadline) {
@@ -79,28 +88,28 @@ Decision DecideAfterLookup(const LookupFacts& facts, const DecisionOptions& opti
   const auto reading = charges::ReadRun(run, charges::ChargeFacts{facts.past_deadline, std::nullopt});
   switch (reading.finding) {
     case charges::Finding::kSettled: return Resolve(reading.transition, reading.why);
-    case charges::Finding::kCaptureToVoid: {
-      Decision d;
-      d.step = Step::kVoid;
-      d.capture_id = facts.capture ? facts.capture->id : "";
-      d.why = reading.why;
-      return d;
-    }
+    case charges::Finding::kCaptureToVoid: return VoidIt(facts.capture, reading.why);
     case charges::Finding::kNotVisible: return NotFound(facts, options, random);
     case charges::Finding::kUnanswered: return Unanswered(facts, options, random, reading.why);
   }
   return Unanswered(facts, options, random, reading.why);
 }
 
+std::optional<Decision> DecideBeforeLookup(const charges::AttemptHistory& history) {
+  if (history.capture_may_have_left) return std::nullopt;
+  return Resolve(charges::NothingEverSent(), "never_sent");
+}
+
 Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& options,
                              util::RandomSource& random) {
   // A decline that a lookup cannot show becomes visible here: the acquirer replays it for the same key
-  // and body. A 422 (our key already stands for another request) goes to review.
+  // and body. A 422 (our key already stands for another request) goes to review. The deadline is read as
+  // of the answer, by the rule charge-api reads its own captures with (charges::ReadRun).
   const charges::RunFacts run{charges::RunKind::kCapture, facts.kind, facts.capture, facts.decline_code, false};
-  const auto reading = charges::ReadRun(run, charges::ChargeFacts{false, std::nullopt});
+  const auto reading = charges::ReadRun(run, charges::ChargeFacts{facts.past_deadline, std::nullopt});
   switch (reading.finding) {
     case charges::Finding::kSettled: return Resolve(reading.transition, reading.why);
-    case charges::Finding::kCaptureToVoid:
+    case charges::Finding::kCaptureToVoid: return VoidIt(facts.capture, reading.why);
     case charges::Finding::kNotVisible:
     case charges::Finding::kUnanswered: break;
   }

@@ -7,6 +7,10 @@
 // The rules, in short (docs/background.md, "Never guess"):
 //   - lookup finds our capture (amount, currency, reference match) -> captured; past the deadline -> void it
 //   - lookup finds a different capture under our key                -> needs_review, never a fix
+//   - no capture attempt on record may ever have left               -> failed, without asking: nothing can
+//                                                                       be captured, and a client told only
+//                                                                       "retry" is never captured behind its
+//                                                                       back by a resubmit
 //   - not found, on one look or within the visibility window         -> stay pending, look again
 //   - not found on repeated looks past the window                    -> policy: resubmit with the same key
 //                                                                       (default), review, or fail (opt-in)
@@ -86,12 +90,18 @@ struct LookupFacts {
 
 Decision DecideAfterLookup(const LookupFacts& facts, const DecisionOptions& options, util::RandomSource& random);
 
-// What a capture with the same key (policy resubmit) showed.
+// Before any lookup: a charge none of whose capture attempts may have left is settled failed (or, with
+// a live capture attempt on record, nullopt: ask the acquirer).
+std::optional<Decision> DecideBeforeLookup(const charges::AttemptHistory& history);
+
+// What a capture with the same key (policy resubmit) showed. `past_deadline` and `until_deadline` as of
+// its answer: a capture answered past the deadline is read as charge-api reads one, a capture to void.
 struct ResubmitFacts {
   acquirer::OutcomeKind kind = acquirer::OutcomeKind::kNotSent;
   std::optional<acquirer::Capture> capture;
   std::optional<std::string> decline_code;
   int check_count = 0;
+  bool past_deadline = false;
   std::chrono::milliseconds until_deadline{std::chrono::milliseconds::max()};
 };
 

@@ -150,6 +150,24 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   // A charge that waited long in its batch renews its claim first, so the lease covers the work ahead.
   if (deps_.clock.SteadyNow() - claimed_at > options_.claim_lease / 3 && !co_await Renew(charge, summary)) co_return;
 
+  // The record first: a charge none of whose capture attempts may have left was never captured, and its
+  // client was told at most "retry". It fails, whatever the acquirer is doing; it is never resubmitted.
+  {
+    const auto history_call = [&] { return deps_.charges.ReadAttemptHistory(charge.id); };
+    const auto history = co_await db::WithDbRetries(history_call);
+    if (!history) {
+      ++summary.errors;
+      log::WithTrace(trace_id, spdlog::level::err, "charge {}: reading its attempt history failed: {}",
+                     charge.public_id(), history.error().detail);
+      co_return;
+    }
+    if (const auto decision = DecideBeforeLookup(*history)) {
+      charges::AttemptRecorder none(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor, trace_id);
+      co_await Apply(claimed, claimed_at, *decision, none, summary);
+      co_return;
+    }
+  }
+
   charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor, trace_id);
   const auto run = co_await LookupByKey(deps_.acquirer, deps_.policy, deps_.clock, log, charge);
 
@@ -167,7 +185,8 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   facts.capture = last.capture;
   facts.decline_code = last.decline_code;
   facts.now = deps_.clock.WallNow();
-  const auto age = std::chrono::duration_cast<milliseconds>(facts.now - charge.created_at);
+  // The charge's age by the database's clock when it was claimed, plus this run's monotonic time since.
+  const auto age = Age(charge, claimed_at);
   facts.past_deadline = age >= options_.decision.deadline;
   facts.until_deadline = options_.decision.deadline - age;
   facts.check_count = claimed.check_count;
@@ -190,59 +209,104 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
                  acquirer::ToString(last.kind), decision.why);
   switch (decision.step) {
     case Step::kResolve:
-    case Step::kDefer: co_await Apply(claimed, decision, log, summary); co_return;
+    case Step::kDefer: co_await Apply(claimed, claimed_at, decision, log, summary); co_return;
     case Step::kResubmit:
       co_await log.FlushFinish();
-      co_await Resubmit(claimed, summary);
+      co_await Resubmit(claimed, claimed_at, summary);
       co_return;
     case Step::kVoid:
       co_await log.FlushFinish();
-      co_await Void(claimed, decision.capture_id, summary);
+      co_await Void(claimed, claimed_at, decision.capture_id, summary);
       co_return;
   }
 }
 
-asio::awaitable<void> PendingSweep::Resubmit(const charges::ClaimedCharge& claimed, RunSummary& summary) {
+milliseconds PendingSweep::Age(const charges::Charge& charge, SteadyTime claimed_at) {
+  return charge.age + std::chrono::duration_cast<milliseconds>(deps_.clock.SteadyNow() - claimed_at);
+}
+
+bool PendingSweep::Refused(const charges::ClaimedCharge& claimed, const charges::AttemptRecorder& log,
+                           RunSummary& summary) {
+  const auto refusal = log.refusal();
+  if (!refusal) return false;
+  const auto& charge = claimed.charge;
+  switch (*refusal) {
+    case charges::Refusal::kNotOwner:
+      // The claim ran out (this run was slow) and someone else holds or resolved the charge: leave it.
+      ++summary.already_resolved;
+      break;
+    case charges::Refusal::kPastDeadline:
+    case charges::Refusal::kVoidOnRecord:
+      // Left pending: the next look reads the acquirer again and voids or escalates by the deadline rules.
+      ++summary.still_pending;
+      break;
+  }
+  log::WithTrace(log::TraceIdOf(charge.traceparent), spdlog::level::info, "charge {}: nothing sent ({}); left alone",
+                 charge.public_id(), charges::ToString(*refusal));
+  return true;
+}
+
+asio::awaitable<void> PendingSweep::Resubmit(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
+                                             RunSummary& summary) {
   const auto& charge = claimed.charge;
   const auto trace_id = log::TraceIdOf(charge.traceparent);
-  if (!co_await Renew(charge, summary)) co_return;
-  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kCapture, kActor, trace_id);
+  // Each capture attempt is recorded only while this run's claim holds (recording renews it) and before
+  // the deadline: a run that stalled past its claim sends nothing.
+  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kCapture, kActor, trace_id,
+                               charges::Ownership{{owner_id_, options_.claim_lease}, options_.decision.deadline});
   const acquirer::CaptureRequest capture{charges::AcquirerIdempotencyKey(charge), charge.amount, charge.currency,
                                          charge.public_id(), charge.payment_method};
   const auto capture_call = [&](std::string request_id) {
     return deps_.acquirer.Capture(capture, std::move(request_id));
   };
   const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, capture_call);
+  if (Refused(claimed, log, summary)) {
+    co_await log.FlushFinish();
+    co_return;
+  }
   const auto& last = run.last();
-  const auto age = std::chrono::duration_cast<milliseconds>(deps_.clock.WallNow() - charge.created_at);
+  const auto age = Age(charge, claimed_at);
   const ResubmitFacts facts{last.kind, last.capture, last.decline_code, claimed.check_count,
-                            options_.decision.deadline - age};
+                            age >= options_.decision.deadline, options_.decision.deadline - age};
   const auto decision = DecideAfterResubmit(facts, options_.decision, deps_.random);
   log::WithTrace(trace_id, spdlog::level::info,
                  "charge {}: not found past the visibility window; resubmitted with the same key: {} -> {}",
                  charge.public_id(), acquirer::ToString(last.kind), decision.why);
-  co_await Apply(claimed, decision, log, summary);
+  if (decision.step == Step::kVoid) {
+    // Answered past the deadline: what charge-api would leave for the reconciler, this run voids now.
+    co_await log.FlushFinish();
+    co_await Void(claimed, claimed_at, decision.capture_id, summary);
+    co_return;
+  }
+  co_await Apply(claimed, claimed_at, decision, log, summary);
 }
 
-asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, const std::string& capture_id,
-                                         RunSummary& summary) {
+asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
+                                         const std::string& capture_id, RunSummary& summary) {
   const auto& charge = claimed.charge;
   const auto trace_id = log::TraceIdOf(charge.traceparent);
-  if (!co_await Renew(charge, summary)) co_return;
-  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kVoid, kActor, trace_id);
+  // Recorded (so sent) only while this run's claim holds. Once on record, no capture of the charge lands
+  // any more (ChargeStore::Complete), whoever read one before.
+  charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kVoid, kActor, trace_id,
+                               charges::Ownership{{owner_id_, options_.claim_lease}, options_.decision.deadline});
   // The charge's own key: the acquirer keeps void keys apart from capture keys, and one key per charge
   // makes a repeated void (after a crash) the same void.
   const acquirer::VoidRequest request{capture_id, charges::AcquirerIdempotencyKey(charge)};
   const auto void_call = [&](std::string request_id) { return deps_.acquirer.Void(request, std::move(request_id)); };
   const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, void_call);
+  if (Refused(claimed, log, summary)) {
+    co_await log.FlushFinish();
+    co_return;
+  }
   const auto decision = DecideAfterVoid(run.last().kind, capture_id);
   log::WithTrace(trace_id, spdlog::level::info, "charge {}: captured but past its deadline; void {}: {}",
                  charge.public_id(), acquirer::ToString(run.last().kind), decision.why);
-  co_await Apply(claimed, decision, log, summary);
+  co_await Apply(claimed, claimed_at, decision, log, summary);
 }
 
-asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed, const Decision& decision,
-                                          charges::AttemptRecorder& log, RunSummary& summary) {
+asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
+                                          const Decision& decision, charges::AttemptRecorder& log,
+                                          RunSummary& summary) {
   const auto& charge = claimed.charge;
   const auto trace_id = log::TraceIdOf(charge.traceparent);
   if (decision.step == Step::kResolve && co_await failpoints::HitAsync(kFailpointBeforeTransition)) {
@@ -274,7 +338,7 @@ asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed,
     case Step::kResolve: {
       auto transition = decision.transition;
       transition.owner_id = owner_id_;
-      transition.at = std::chrono::time_point_cast<milliseconds>(deps_.clock.WallNow());
+      transition.deadline = options_.decision.deadline;
       transition.traceparent = TraceparentFor(charge);
       const auto settled = co_await charges::Settle(deps_.charges, charge, transition, finish);
       if (!settled) {
@@ -301,6 +365,32 @@ asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed,
         case charges::SettleOutcome::kFlagged:
           // Settle logged the contradiction as an error; the charge is with a human now.
           summary.CountResolved(charges::ChargeStatus::kNeedsReview);
+          break;
+        case charges::SettleOutcome::kUnflagged:
+          // A proof against the recorded state that is not on record as a contradiction: never counted as
+          // resolved. The run fails (and alerts); the window report over its day flags it if no one has.
+          ++summary.errors;
+          log::WithTrace(trace_id, spdlog::level::err,
+                         "charge {}: the acquirer's answer ({}) contradicts its state {} and the review flag did not "
+                         "land ({})",
+                         charge.public_id(), charges::ToString(transition.to), charges::ToString(settled->charge.status),
+                         settled->contradiction.value_or(""));
+          break;
+        case charges::SettleOutcome::kRefused:
+          switch (*settled->refusal) {
+            case charges::Refusal::kNotOwner:
+              ++summary.already_resolved;
+              log::WithTrace(trace_id, spdlog::level::info, "charge {}: {} not applied; the claim is no longer ours",
+                             charge.public_id(), charges::ToString(transition.to));
+              break;
+            case charges::Refusal::kPastDeadline:
+            case charges::Refusal::kVoidOnRecord:
+              // A live capture that may not be kept: past the deadline, or one a void was already sent for.
+              log::WithTrace(trace_id, spdlog::level::info, "charge {}: its capture is not recorded ({}); voiding it",
+                             charge.public_id(), charges::ToString(*settled->refusal));
+              co_await Void(claimed, claimed_at, transition.acquirer_capture_id.value_or(""), summary);
+              break;
+          }
           break;
       }
       co_return;

@@ -55,13 +55,20 @@ class PendingSweep {
                                             SteadyTime budget_end, RunSummary& summary);
   boost::asio::awaitable<void> Work(std::vector<charges::ClaimedCharge>& batch, std::size_t& next,
                                     SteadyTime claimed_at, SteadyTime budget_end, RunSummary& summary);
+  // `claimed_at` (the monotonic clock) dates the charge's row, whose age the database measured.
   boost::asio::awaitable<void> Check(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
                                      RunSummary& summary);
-  boost::asio::awaitable<void> Apply(const charges::ClaimedCharge& claimed, const Decision& decision,
-                                     charges::AttemptRecorder& log, RunSummary& summary);
-  boost::asio::awaitable<void> Resubmit(const charges::ClaimedCharge& claimed, RunSummary& summary);
-  boost::asio::awaitable<void> Void(const charges::ClaimedCharge& claimed, const std::string& capture_id,
-                                    RunSummary& summary);
+  boost::asio::awaitable<void> Apply(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
+                                     const Decision& decision, charges::AttemptRecorder& log, RunSummary& summary);
+  boost::asio::awaitable<void> Resubmit(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
+                                        RunSummary& summary);
+  boost::asio::awaitable<void> Void(const charges::ClaimedCharge& claimed, SteadyTime claimed_at,
+                                    const std::string& capture_id, RunSummary& summary);
+  // The charge's age now: the database's reading at the claim plus this run's monotonic time since.
+  std::chrono::milliseconds Age(const charges::Charge& charge, SteadyTime claimed_at);
+  // True (and counted) when the store refused to record an attempt of `log`'s run: nothing was sent.
+  static bool Refused(const charges::ClaimedCharge& claimed, const charges::AttemptRecorder& log,
+                      RunSummary& summary);
   // False (and counted) when the claim is gone or cannot be renewed: the charge must be left alone.
   boost::asio::awaitable<bool> Renew(const charges::Charge& charge, RunSummary& summary);
 

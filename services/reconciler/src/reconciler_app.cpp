@@ -91,7 +91,7 @@ struct ReconcilerApp::Parts {
     std::fputs(line.c_str(), stdout);
     std::fflush(stdout);
     int status = summary.ok() ? 0 : kExitRunErrors;
-    probe.Record(summary, now);
+    probe.Record(summary, started_at, now);
     if (!config.pushgateway.url.empty()) {
       const int http_status = probe.Push(config.pushgateway, summary.mode);
       if (http_status < 200 || http_status > 299) {
@@ -116,6 +116,8 @@ struct ReconcilerApp::Parts {
   util::Mt19937RandomSource jitter;
   ReconcilerProbe probe;
   std::string owner_id;
+  // When this run began: a clean run clears an earlier run's failure only if it started after it.
+  std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
 };
 
 ReconcilerApp::ReconcilerApp(ReconcilerConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}

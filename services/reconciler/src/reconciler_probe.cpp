@@ -14,7 +14,8 @@ double Seconds(std::chrono::system_clock::time_point t) {
 ReconcilerProbe::ReconcilerProbe()
     : registry_(metrics::NewRegistry()) {}
 
-void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::time_point finished_at) {
+void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::time_point started_at,
+                             std::chrono::system_clock::time_point finished_at) {
   // No `mode` label on the metrics themselves: the Pushgateway's grouping key adds it to each.
   auto gauge = [&](const std::string& name, const std::string& help, double value) {
     metrics::Gauge(*registry_, name, help).Set(value);
@@ -42,11 +43,17 @@ void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::tim
                                         "Discrepancies the last window report found, by kind");
     for (const auto& [kind, count] : s.discrepancies) family.Add({{"kind", kind}}).Set(d(count));
   }
-  // Only a clean run sets it; PushAdd leaves the gateway's previous value in place otherwise, so the
-  // series always says when the last clean run was.
+  // Each kind of run pushes only its own pair; POST leaves the other pair in place. So the series always
+  // say when the last clean run was, and a run with errors stays on record, whichever of two runs beside
+  // each other pushed last, until a clean run that started after it.
   if (s.ok()) {
     gauge("reconciler_last_success_timestamp_seconds", "When the last run without errors finished",
           Seconds(finished_at));
+    gauge("reconciler_last_success_started_timestamp_seconds", "When the last run without errors started",
+          Seconds(started_at));
+  } else {
+    gauge("reconciler_last_failure_timestamp_seconds", "When the last run with errors finished", Seconds(finished_at));
+    gauge("reconciler_last_failure_errors", "Errors of the last run with errors", d(s.errors));
   }
 }
 

@@ -10,11 +10,19 @@
 //   reconciler_last_run_errors
 //   reconciler_last_run_duration_seconds
 //   reconciler_last_run_timestamp_seconds
-//   reconciler_last_success_timestamp_seconds   only pushed by runs without errors
-//   reconciler_last_run_discrepancies{kind}     window reports
+//   reconciler_last_success_timestamp_seconds          only pushed by runs without errors: when it finished
+//   reconciler_last_success_started_timestamp_seconds  ... and when it started
+//   reconciler_last_failure_timestamp_seconds          only pushed by runs with errors: when it finished
+//   reconciler_last_failure_errors                     ... and how many errors it had
+//   reconciler_last_run_discrepancies{kind}            window reports
 //
-// Alert on time() - reconciler_last_success_timestamp_seconds: it catches runs that fail, and runs that
-// stop happening at all. Not thread-safe: used once, at the end of a run.
+// Two runs may push to one group (an operator's `kubectl create job --from=cronjob/...` beside the
+// schedule), and the last to push sets the reconciler_last_run_* gauges, so a run with errors can be
+// overwritten by a clean one that ran beside it. The failure and success gauges are each pushed only by
+// their kind of run, and POST leaves the other kind's in place: a failure stays visible until a run that
+// started after it succeeds (failure timestamp > success started timestamp). Alert on that, and on
+// time() - reconciler_last_success_timestamp_seconds (runs that stop happening). Not thread-safe: used
+// once, at the end of a run.
 #pragma once
 
 #include <chrono>
@@ -32,8 +40,9 @@ class ReconcilerProbe {
  public:
   ReconcilerProbe();
 
-  // Sets every gauge from the summary.
-  void Record(const RunSummary& summary, std::chrono::system_clock::time_point finished_at);
+  // Sets every gauge from the summary of a run that started at `started_at`.
+  void Record(const RunSummary& summary, std::chrono::system_clock::time_point started_at,
+              std::chrono::system_clock::time_point finished_at);
   // PushToGateway with this run's metrics.
   int Push(const PushgatewayOptions& options, RunMode mode);
 

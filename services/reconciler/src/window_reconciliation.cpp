@@ -49,7 +49,10 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
     report["errors"] = summary.errors;
   };
   report["window"] = json::object{{"from", util::FormatRfc3339(from)}, {"to", util::FormatRfc3339(to)}};
-  report["settled"] = to + options_.visibility_window <= deps_.clock.WallNow();
+  // A window that closed less than a visibility window ago may still gain captures the acquirer has made
+  // but does not show yet: it is compared and reported, and nothing is flagged on it.
+  const bool settled = to + options_.visibility_window <= deps_.clock.WallNow();
+  report["settled"] = settled;
 
   // The acquirer's side: every page.
   const acquirer::ListWindow window{from, to, options_.page_limit};
@@ -100,7 +103,9 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
     co_return result;
   }
   const auto created_after = from - options_.capture_horizon;
-  const auto window_call = [&] { return deps_.store.FindCapturedInWindow(from, to, created_after); };
+  const auto window_call = [&] {
+    return deps_.store.FindCapturedInWindow(from, to, created_after, options_.visibility_window);
+  };
   const auto captured = co_await db::WithDbRetries(window_call);
   if (!captured) {
     ++summary.errors;
@@ -156,8 +161,13 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
   }
 
   for (auto& discrepancy : comparison.discrepancies) {
-    co_await Flag(discrepancy, summary);
+    if (settled) co_await Flag(discrepancy, summary);
     ++summary.discrepancies[std::string(ToString(discrepancy.kind))];
+  }
+  if (!settled && !comparison.discrepancies.empty()) {
+    spdlog::warn("{} discrepancy(ies) in a window that closed less than {} s ago: reported, none flagged; a report "
+                 "after the window settles decides",
+                 comparison.discrepancies.size(), options_.visibility_window.count() / 1000);
   }
 
   summary.examined = static_cast<std::int64_t>(listing.captures.size() + comparison.unlisted.size());
@@ -178,7 +188,6 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
   if (!discrepancy.charge) co_return;  // a capture without a charge: nothing of ours to flag
   const auto& charge = *discrepancy.charge;
   const std::string reason = "window_" + std::string(ToString(discrepancy.kind));
-  const auto at = std::chrono::time_point_cast<std::chrono::milliseconds>(deps_.clock.WallNow());
   const auto parent = trace::ParseTraceparent(charge.traceparent);
   const auto traceparent = (parent ? trace::ChildOf(*parent) : trace::NewTrace()).ToTraceparent();
   const auto trace_id = log::TraceIdOf(traceparent);  // what the lines about the charge carry
@@ -190,7 +199,6 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
       charges::Transition transition;
       transition.to = ChargeStatus::kNeedsReview;
       transition.failure_reason = reason;
-      transition.at = at;
       transition.traceparent = traceparent;
       const std::optional<charges::AttemptFinish> no_attempt;
       const auto complete_call = [&] { return deps_.charges.Complete(charge.id, transition, no_attempt); };
@@ -209,7 +217,7 @@ asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSu
     case ChargeStatus::kFailed:
     case ChargeStatus::kCanceled: {
       const auto flag_call = [&] {
-        return deps_.charges.FlagForReview(charge.id, charge.status, reason, at, traceparent);
+        return deps_.charges.FlagForReview(charge.id, charge.status, reason, traceparent);
       };
       const auto done = co_await db::WithDbRetries(flag_call);
       if (!done) {

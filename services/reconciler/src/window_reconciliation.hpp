@@ -5,7 +5,9 @@
 // (docs/background.md, "Repair by new operations": never force a state, never create another charge to fix one).
 //
 // A listing that could not be read to its end is reported incomplete and flags nothing: "absent from a
-// partial listing" proves nothing.
+// partial listing" proves nothing. Nor does a window that has not settled (it closed less than a
+// visibility window ago) flag anything, and our side holds only charges recorded captured at least a
+// visibility window ago: a capture the acquirer made a moment ago is not yet in its lookups.
 //
 // Lifecycle: construct, Run() once. Not thread-safe; the dependencies must outlive it.
 #pragma once
@@ -39,7 +41,7 @@ struct WindowOptions {
   // lease (work in progress at the deadline). Bounds which of our charges can belong to the window.
   std::chrono::milliseconds capture_horizon{std::chrono::hours{1}};
   // How long a capture may stay invisible at the acquirer: a window that closed less than this ago is
-  // reported `"settled": false` (a capture missing from it may still appear).
+  // reported `"settled": false` and flags nothing (a capture missing from it may still appear).
   std::chrono::milliseconds visibility_window{std::chrono::minutes{5}};
 };
 

@@ -52,8 +52,15 @@ class ChargeStoreTest : public ::testing::Test {
     return n;
   }
 
+  // A request id per owner, as charge-api draws one per request: the same request retrying sends the same.
+  static std::string FirstRequestId(const std::string& owner) {
+    const auto h = util::Sha256Hex(owner);
+    return h.substr(0, 8) + "-" + h.substr(8, 4) + "-4" + h.substr(13, 3) + "-8" + h.substr(17, 3) + "-" +
+           h.substr(20, 12);
+  }
+
   BeginResult Begin(const NewCharge& n, const std::string& owner, std::chrono::milliseconds lease) {
-    const charges::FirstAttempt first{acquirer::Operation::kCapture, "charge-api", std::chrono::system_clock::now()};
+    const charges::FirstAttempt first{FirstRequestId(owner), acquirer::Operation::kCapture, "charge-api"};
     auto r = Await(store_->Begin(n, {owner, lease}, first));
     EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().detail);
     return *r;
@@ -63,7 +70,7 @@ class ChargeStoreTest : public ::testing::Test {
     Transition t;
     t.to = ChargeStatus::kCaptured;
     t.acquirer_capture_id = "cap_1";
-    t.at = std::chrono::system_clock::now();
+    t.deadline = std::chrono::hours{1};
     t.response_status = 201;
     t.response_body = R"({"status":"captured"})";
     t.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -136,7 +143,7 @@ TEST_F(ChargeStoreTest, RetriedBeginOfTheSameOwnerFindsItsOwnRow) {
 
 TEST_F(ChargeStoreTest, CompleteMovesPendingOnceAndAnnouncesIt) {
   const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
-  AttemptFinish finish{1, std::chrono::system_clock::now(), acquirer::OutcomeKind::kCaptured,
+  AttemptFinish finish{1, std::chrono::milliseconds{120}, acquirer::OutcomeKind::kCaptured,
                        acquirer::EvidenceClass::kApproved, 201};
   const auto done = Await(store_->Complete(begun.charge.id, Captured(), finish));
   ASSERT_TRUE(done.has_value()) << done.error().detail;
@@ -156,7 +163,6 @@ TEST_F(ChargeStoreTest, CompleteMovesPendingOnceAndAnnouncesIt) {
   Transition failed;
   failed.to = ChargeStatus::kFailed;
   failed.failure_reason = "not_captured";
-  failed.at = std::chrono::system_clock::now();
   const auto late = Await(store_->Complete(begun.charge.id, failed, std::nullopt));
   ASSERT_TRUE(late.has_value());
   EXPECT_FALSE(late->applied);
@@ -215,7 +221,6 @@ TEST_F(ChargeStoreTest, AnInferenceLandsOnlyForTheOwnerOfTheLease) {
   inferred.to = ChargeStatus::kFailed;
   inferred.basis = Basis::kInference;
   inferred.failure_reason = "acquirer_unreachable";
-  inferred.at = std::chrono::system_clock::now();
 
   inferred.owner_id = "";
   const auto ownerless = Await(store_->Complete(begun.charge.id, inferred, std::nullopt));
@@ -244,21 +249,150 @@ TEST_F(ChargeStoreTest, AnInferenceOfTheOwnerLands) {
   inferred.basis = Basis::kInference;
   inferred.owner_id = "o1";
   inferred.failure_reason = "acquirer_unreachable";
-  inferred.at = std::chrono::system_clock::now();
   const auto done = Await(store_->Complete(begun.charge.id, inferred, std::nullopt));
   ASSERT_TRUE(done.has_value()) << done.error().detail;
   EXPECT_TRUE(done->applied);
   EXPECT_EQ(done->charge.failure_reason, "acquirer_unreachable");
 }
 
+// Issue 41, defect 3: a run that read "captured" before the deadline and stalled past its lease must not
+// record it once another run has set out to void that capture (its void attempt is on record before it
+// is sent), even if the voiding run's own `canceled` was lost. Before the fix the capture landed on any
+// pending charge, and the client was replayed 201 for money the acquirer had given back.
+TEST_F(ChargeStoreTest, ACaptureDoesNotLandOnceAVoidIsOnRecord) {
+  const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
+  const Lease voider{"reconciler/run-2", std::chrono::seconds{30}};
+  db_->Execute("UPDATE charges SET owner_id = 'reconciler/run-2', lease_expires_at = now() + interval '30 seconds'");
+  const auto void_attempt = Await(store_->StartAttempt(
+      begun.charge.id, {"44444444-4444-4444-8444-444444444444", acquirer::Operation::kVoid, "reconciler", voider, {}}));
+  ASSERT_TRUE(void_attempt.has_value()) << void_attempt.error().detail;
+  ASSERT_EQ(void_attempt->attempt_no, 2);
+  // The voiding run dies here: its `canceled` never lands.
+
+  const auto stale = Await(store_->Complete(begun.charge.id, Captured(), std::nullopt));
+  ASSERT_TRUE(stale.has_value()) << stale.error().detail;
+  EXPECT_FALSE(stale->applied);
+  EXPECT_EQ(stale->refused, Refusal::kVoidOnRecord);
+  EXPECT_EQ(stale->charge.status, ChargeStatus::kPending);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox"), "1");
+  EXPECT_TRUE(Await(store_->ReadAttemptHistory(begun.charge.id)).value().void_attempted);
+
+  // Nor is another capture of it recorded (so none is sent), whoever holds it.
+  const auto capture = Await(store_->StartAttempt(
+      begun.charge.id, {"55555555-5555-4555-8555-555555555555", acquirer::Operation::kCapture, "reconciler", voider,
+                        std::chrono::hours{1}}));
+  ASSERT_TRUE(capture.has_value()) << capture.error().detail;
+  EXPECT_EQ(capture->refused, Refusal::kVoidOnRecord);
+}
+
+// Issue 41, defect 5: an owner whose lease ran out (its database or the acquirer was slow, and another
+// actor took the charge over) records, and so sends, no further capture or void; recording one renews the
+// live owner's lease. Before the fix any actor could record a capture attempt at any time.
+TEST_F(ChargeStoreTest, ACaptureOrVoidIsRecordedOnlyByTheLiveOwnerAndRenewsItsLease) {
+  const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{2});
+  const auto start = [&](const std::string& owner, acquirer::Operation op, const char* request_id) {
+    return Await(store_->StartAttempt(begun.charge.id, {request_id, op, "charge-api",
+                                                        Lease{owner, std::chrono::seconds{60}}, std::chrono::hours{1}}))
+        .value();
+  };
+  EXPECT_EQ(start("o2", acquirer::Operation::kCapture, "66666666-6666-4666-8666-666666666661").refused,
+            Refusal::kNotOwner);
+  EXPECT_EQ(start("o2", acquirer::Operation::kVoid, "66666666-6666-4666-8666-666666666662").refused,
+            Refusal::kNotOwner);
+  const auto own = start("o1", acquirer::Operation::kCapture, "66666666-6666-4666-8666-666666666663");
+  EXPECT_FALSE(own.refused.has_value());
+  EXPECT_EQ(own.attempt_no, 2);
+  EXPECT_EQ(db_->Scalar("SELECT lease_expires_at > now() + interval '50 seconds' FROM charges"), "t");
+
+  db_->Execute("UPDATE charges SET lease_expires_at = now() - interval '1 millisecond'");
+  EXPECT_EQ(start("o1", acquirer::Operation::kCapture, "66666666-6666-4666-8666-666666666664").refused,
+            Refusal::kNotOwner);
+  // A lookup needs no owner: it moves no money.
+  const auto look = Await(store_->StartAttempt(
+      begun.charge.id, {"66666666-6666-4666-8666-666666666665", acquirer::Operation::kLookup, "reconciler",
+                        std::nullopt, {}}));
+  EXPECT_EQ(look.value().attempt_no, 3);
+  // A capture without an owner is a bug, refused loudly rather than sent beside someone else's.
+  const auto ownerless = Await(store_->StartAttempt(
+      begun.charge.id, {"66666666-6666-4666-8666-666666666666", acquirer::Operation::kCapture, "reconciler",
+                        std::nullopt, std::chrono::hours{1}}));
+  ASSERT_FALSE(ownerless.has_value());
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM acquirer_attempts"), "3");
+}
+
+// Issue 41, defect 6: past the deadline (by the database's clock) no capture attempt is recorded and no
+// capture lands, whoever computed what before; before the fix a takeover that judged the deadline before
+// its lookup captured after it.
+TEST_F(ChargeStoreTest, PastTheDeadlineNoCaptureIsRecordedNorLands) {
+  const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
+  db_->Execute("UPDATE charges SET created_at = now() - interval '61 minutes'");
+  const auto attempt = Await(store_->StartAttempt(
+      begun.charge.id, {"77777777-7777-4777-8777-777777777777", acquirer::Operation::kCapture, "charge-api",
+                        Lease{"o1", std::chrono::seconds{30}}, std::chrono::hours{1}}));
+  EXPECT_EQ(attempt.value().refused, Refusal::kPastDeadline);
+  const auto late = Await(store_->Complete(begun.charge.id, Captured(), std::nullopt));
+  ASSERT_TRUE(late.has_value()) << late.error().detail;
+  EXPECT_FALSE(late->applied);
+  EXPECT_EQ(late->refused, Refusal::kPastDeadline);
+  EXPECT_GE(late->charge.age, std::chrono::minutes{61});
+  // A void, or a decline, still lands past it.
+  Transition declined;
+  declined.to = ChargeStatus::kFailed;
+  declined.decline_code = "card_declined";
+  EXPECT_TRUE(Await(store_->Complete(begun.charge.id, declined, std::nullopt)).value().applied);
+}
+
+// Issue 41, defect 8: every time on record is the database's. A host whose clock runs an hour behind
+// cannot order a lookup before the capture it followed, nor put an event behind its predecessor.
+TEST_F(ChargeStoreTest, TimesOnRecordAreTheDatabasesAndTheStoredAnswerCarriesTheSameTime) {
+  const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
+  EXPECT_EQ(db_->Scalar("SELECT abs(extract(epoch FROM started_at - clock_timestamp())) < 5 FROM acquirer_attempts"),
+            "t");
+  auto t = Captured();
+  t.response_body = std::string(R"({"id":"ch_1","status":"captured",)") + std::string(kDatabaseTimeMark) +
+                    R"(,"description":"\"updated_at\":\"1970-01-01T00:00:00.000Z\""})";
+  const auto done = Await(store_->Complete(begun.charge.id, t,
+                                           AttemptFinish{1, std::chrono::milliseconds{1500},
+                                                         acquirer::OutcomeKind::kCaptured,
+                                                         acquirer::EvidenceClass::kApproved, 201}));
+  ASSERT_TRUE(done.has_value()) << done.error().detail;
+  ASSERT_TRUE(done->applied);
+  const auto updated = FormatTimestamp(done->charge.updated_at);
+  EXPECT_EQ(*done->charge.response_body, R"({"id":"ch_1","status":"captured","updated_at":")" + updated +
+                                             R"(","description":"\"updated_at\":\"1970-01-01T00:00:00.000Z\""})");
+  EXPECT_EQ(db_->Scalar("SELECT abs(extract(epoch FROM updated_at - now())) < 5 FROM charges"), "t");
+  EXPECT_EQ(db_->Scalar("SELECT bool_and(o.created_at = c.updated_at) FROM outbox o JOIN charges c "
+                        "ON o.aggregateid = charge_public_id(c.id) WHERE o.sequence = 2"),
+            "t");
+  EXPECT_EQ(db_->Scalar("SELECT payload->>'updated_at' FROM outbox WHERE sequence = 2"), updated);
+  EXPECT_EQ(db_->Scalar("SELECT round(extract(epoch FROM finished_at - started_at) * 1000) FROM acquirer_attempts"),
+            "1500");
+}
+
+// Issue 41, defect 2: an intent whose commit its writer never learned leaves attempt 1 unfinished, which
+// reads as "a capture may have left". AbandonIntent records that it never left, so the reconciler fails
+// the charge rather than capture it behind the back of a client told only to retry.
+TEST_F(ChargeStoreTest, AnAbandonedIntentsFirstAttemptIsOnRecordAsNeverSent) {
+  const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
+  EXPECT_TRUE(Await(store_->ReadAttemptHistory(begun.charge.id)).value().capture_may_have_left);
+  ASSERT_TRUE(Await(store_->AbandonIntent("o1", begun.first_request_id)).has_value());
+  const auto history = Await(store_->ReadAttemptHistory(begun.charge.id)).value();
+  EXPECT_FALSE(history.capture_may_have_left);
+  EXPECT_EQ(db_->Scalar("SELECT owner_id IS NULL AND lease_expires_at IS NULL FROM charges"), "t");
+  // Idempotent, and a no-op for an intent that never committed.
+  ASSERT_TRUE(Await(store_->AbandonIntent("o1", begun.first_request_id)).has_value());
+  ASSERT_TRUE(Await(store_->AbandonIntent("o9", "88888888-8888-4888-8888-888888888888")).has_value());
+  EXPECT_EQ(db_->Scalar("SELECT outcome || ' ' || evidence FROM acquirer_attempts"), "not_sent not_sent");
+}
+
 TEST_F(ChargeStoreTest, AttemptsAreNumberedPerCharge) {
   const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
   const auto second = Await(store_->StartAttempt(
       begun.charge.id, {"33333333-3333-4333-8333-333333333333", acquirer::Operation::kLookup, "reconciler",
-                        std::chrono::system_clock::now()}));
+                        std::nullopt, {}}));
   ASSERT_TRUE(second.has_value());
-  EXPECT_EQ(*second, 2);
-  ASSERT_TRUE(Await(store_->FinishAttempt(begun.charge.id, {2, std::chrono::system_clock::now(),
+  EXPECT_EQ(second->attempt_no, 2);
+  ASSERT_TRUE(Await(store_->FinishAttempt(begun.charge.id, {2, std::chrono::milliseconds{80},
                                                             acquirer::OutcomeKind::kNotFound,
                                                             acquirer::EvidenceClass::kUnknown, 404}))
                   .has_value());
@@ -269,7 +403,7 @@ TEST_F(ChargeStoreTest, AttemptsAreNumberedPerCharge) {
 TEST_F(ChargeStoreTest, ReleaseLetsTheNextRequestTakeOverAtOnce) {
   const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
   ASSERT_TRUE(Await(store_->Release(begun.charge.id, "o1",
-                                    AttemptFinish{1, std::chrono::system_clock::now(), acquirer::OutcomeKind::kTimedOut,
+                                    AttemptFinish{1, std::chrono::milliseconds{10'000}, acquirer::OutcomeKind::kTimedOut,
                                                   acquirer::EvidenceClass::kUnknown, std::nullopt}))
                   .has_value());
   EXPECT_EQ(Begin(Request(kMerchantA, "k"), "o2", std::chrono::seconds{30}).outcome, BeginOutcome::kTakenOver);

@@ -465,11 +465,14 @@ TEST_F(MoneySafetyE2E, AFlaggedChargeAnswersTheSameOnReplayGetAndEvents) {
   const auto id = std::string(first.json().at("id").as_string());
   VoidAtTheAcquirer(std::string(first.json().at("acquirer_capture_id").as_string()), "someone-else");
   const auto to = std::chrono::system_clock::now() + 1s;
+  // Only a settled window flags: one that closed at least a visibility window ago.
+  std::this_thread::sleep_until(to + 1200ms);
   const auto report = RunProcess({RECONCILER_BIN, "window", "--from", util::FormatRfc3339(from), "--to",
                                   util::FormatRfc3339(to)},
                                  {{"DATABASE_URL", db_->url()},
                                   {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(sim_port_)},
                                   {"ACQUIRER_API_KEY", kAcquirerKey},
+                                  {"RECONCILER_VISIBILITY_WINDOW", "1s"},
                                   {"METRICS_PUSHGATEWAY_URL", std::nullopt}},
                                  60s);
   ASSERT_EQ(report.exit_code, 0) << report.out << report.err;

@@ -582,7 +582,37 @@ TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
   const auto to = std::chrono::system_clock::now();
   const auto rfc = [](auto t) { return util::FormatRfc3339(t); };
   const auto output = (dir_ / "report.json").string();
+  const auto discrepancies_of = [](const json::object& report) {
+    std::vector<std::string> found;
+    for (const auto& d : report.at("discrepancies").as_array()) {
+      const auto& o = d.as_object();
+      std::string entry(o.at("kind").as_string());
+      if (o.contains("fields")) {
+        for (const auto& f : o.at("fields").as_array()) entry += ":" + std::string(f.as_string());
+      }
+      entry += o.contains("charge_id") ? " " + std::string(o.at("charge_id").as_string())
+                                       : " " + std::string(o.at("reference").as_string());
+      entry += o.at("flagged").as_bool() ? " flagged" : "";
+      found.push_back(entry);
+    }
+    return found;
+  };
 
+  // Issue 41, defect 7: while the window has not settled (it closed less than the visibility window, 1 s
+  // here, ago) the report compares and tells, and flags nothing; and w-3, recorded captured a moment ago,
+  // is not yet taken for a capture missing at the acquirer. Before the fix this run flagged all three.
+  const auto early = RunReconciler({}, {"window", "--from", rfc(from - 1ms), "--to", rfc(to + 1ms)});
+  ASSERT_EQ(early.process.exit_code, 0) << early.process.out << early.process.err;
+  const auto unsettled = json::parse(early.process.out).as_object();
+  EXPECT_FALSE(unsettled.at("settled").as_bool());
+  EXPECT_THAT(discrepancies_of(unsettled), UnorderedElementsAre("mismatch:amount " + PublicId("w-2"),
+                                                                "mismatch:status " + PublicId("w-4"),
+                                                                "capture_without_local_record ch_" +
+                                                                    std::string(32, 'a')));
+  EXPECT_EQ(unsettled.at("flagged").as_int64(), 0);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE status = 'needs_review'"), "0");
+
+  std::this_thread::sleep_until(to + 1ms + 1100ms);
   const auto run = RunReconciler({{"ACQUIRER_LIST_PAGE_LIMIT", "2"}},
                                  {"window", "--from", rfc(from - 1ms), "--to", rfc(to + 1ms), "--output", output});
   ASSERT_EQ(run.process.exit_code, 0) << run.process.out << run.process.err;
@@ -590,21 +620,10 @@ TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
   const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   const auto report = json::parse(text).as_object();
   EXPECT_TRUE(report.at("complete").as_bool());
-  EXPECT_FALSE(report.at("settled").as_bool());  // it closed less than the visibility window (1 s) ago
+  EXPECT_TRUE(report.at("settled").as_bool());
   EXPECT_EQ(report.at("acquirer").at("captures").as_int64(), 5);
   EXPECT_EQ(report.at("acquirer").at("pages").as_int64(), 3);
-  std::vector<std::string> found;
-  for (const auto& d : report.at("discrepancies").as_array()) {
-    const auto& o = d.as_object();
-    std::string entry(o.at("kind").as_string());
-    if (o.contains("fields")) {
-      for (const auto& f : o.at("fields").as_array()) entry += ":" + std::string(f.as_string());
-    }
-    entry += o.contains("charge_id") ? " " + std::string(o.at("charge_id").as_string())
-                                     : " " + std::string(o.at("reference").as_string());
-    entry += o.at("flagged").as_bool() ? " flagged" : "";
-    found.push_back(entry);
-  }
+  const auto found = discrepancies_of(report);
   EXPECT_THAT(found, UnorderedElementsAre("mismatch:amount " + PublicId("w-2") + " flagged",
                                           "mismatch:status " + PublicId("w-4") + " flagged",
                                           "capture_without_local_record ch_" + std::string(32, 'a'),

@@ -40,6 +40,7 @@ enum class RetryVerdict {
   kStopBudgetExhausted,        // the next attempt would start past the budget
   kStopRetryAfterBeyondBudget, // the acquirer asked us to wait longer than the budget has left
   kStopDraining,               // the process is shutting down: no new attempt after the one in flight
+  kStopRefused,                // the observer refused to put an attempt on record (AttemptObserver::StopRun)
 };
 
 struct RetryDecision {
@@ -89,6 +90,7 @@ struct AttemptRecord {
   std::string request_id;
   std::chrono::system_clock::time_point started_at;
   std::chrono::system_clock::time_point finished_at;
+  std::chrono::milliseconds elapsed{0};  // from start to finish, by the monotonic clock
   AttemptOutcome outcome;
 };
 
@@ -101,6 +103,9 @@ class AttemptObserver {
   virtual boost::asio::awaitable<void> OnAttemptStarted(const AttemptContext& attempt,
                                                         std::chrono::system_clock::time_point started_at) = 0;
   virtual boost::asio::awaitable<void> OnAttemptFinished(const AttemptRecord& record) = 0;
+  // True once the observer refused to put an attempt on record for a reason no retry changes (its caller
+  // no longer owns the charge, say): the attempt was not sent, and the run stops after it.
+  virtual bool StopRun() const { return false; }
 };
 
 struct RetryRun {

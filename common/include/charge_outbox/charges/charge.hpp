@@ -59,9 +59,19 @@ struct Charge {
   std::string traceparent;
   Timestamp created_at{};
   Timestamp updated_at{};
+  // How old the charge was when this row was read, by the database's clock alone (now() - created_at).
+  // Deadlines are judged from it plus the reader's monotonic time since the read, never from a host's
+  // wall clock against the database's created_at.
+  std::chrono::milliseconds age{0};
 
   std::string public_id() const { return PublicChargeId(id); }
 };
+
+// Whether `charge`, read `since_read` ago (by the reader's monotonic clock), is past `deadline`.
+inline bool PastDeadline(const Charge& charge, std::chrono::milliseconds deadline,
+                         std::chrono::steady_clock::duration since_read) {
+  return charge.age + std::chrono::duration_cast<std::chrono::milliseconds>(since_read) >= deadline;
+}
 
 // The Idempotency-Key the acquirer sees for a charge, scoped by the merchant so two merchants' equal keys
 // never meet at the acquirer: `<merchant uuid>:<client key>` while that fits the acquirer's 255

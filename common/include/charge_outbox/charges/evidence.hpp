@@ -93,6 +93,11 @@ Transition UnconfirmedPastDeadline();
 Transition NotCapturedAfterRepeatedLooks();
 // Not found on repeated looks, left to a human (the reconciler's `review` policy).
 Transition NotFoundForReview();
+// Every capture attempt on record provably never left its process (AttemptHistory::capture_may_have_left
+// is false): nothing can have been captured under the charge's key. Its client was answered at most a
+// retryable failure (503, or 402 for the first run), never 202, so capturing it now would charge someone
+// who may already have started over: it fails (acquirer_unreachable) instead of being resubmitted.
+Transition NothingEverSent();
 
 // When a proof this actor holds (Basis::kAcquirerAnswer) lost to a state another actor wrote first and
 // that state says the opposite about the money, the reason to flag the charge for review

@@ -78,10 +78,11 @@ class ReconciliationStore {
                                                                std::chrono::milliseconds claims_grace) = 0;
 
   // Window report: local charges whose acquirer capture may have been made in [from, to): captured,
-  // created before `to`, and recorded captured at or after `from` (the capture lies between the two).
+  // created before `to`, and recorded captured at or after `from` (the capture lies between the two), and
+  // at least `visibility` ago by the database's clock (so the acquirer's lookups show their capture by now).
   // `created_after` bounds the scan (a capture never comes later than the business deadline).
-  virtual boost::asio::awaitable<db::DbResult<std::vector<Charge>>> FindCapturedInWindow(Timestamp from, Timestamp to,
-                                                                                         Timestamp created_after) = 0;
+  virtual boost::asio::awaitable<db::DbResult<std::vector<Charge>>> FindCapturedInWindow(
+      Timestamp from, Timestamp to, Timestamp created_after, std::chrono::milliseconds visibility) = 0;
   // Charges by uuid, in any status; unknown ids are simply absent.
   virtual boost::asio::awaitable<db::DbResult<std::vector<Charge>>> FindByIds(const std::vector<std::string>& ids) = 0;
 };

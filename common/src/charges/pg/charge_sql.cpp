@@ -1,5 +1,7 @@
 #include "charges/pg/charge_sql.hpp"
 
+#include <algorithm>
+
 #include "charge_outbox/util/time.hpp"
 
 namespace charge_outbox::charges::sql {
@@ -42,12 +44,13 @@ Charge ReadCharge(const db::PgRow& row, int first) {
   c.traceparent = f(19).as<std::string>();
   c.created_at = util::FromUnixMicros(f(20).as<std::int64_t>());
   c.updated_at = util::FromUnixMicros(f(21).as<std::int64_t>());
+  c.age = std::chrono::milliseconds{f(22).as<std::int64_t>()};
   return c;
 }
 
 FinishParams ToParams(const std::optional<AttemptFinish>& a) {
   if (!a) return {};
-  return {std::to_string(a->attempt_no), std::to_string(util::ToUnixMicros(a->finished_at)),
+  return {std::to_string(a->attempt_no), std::to_string(std::max<std::int64_t>(0, a->elapsed.count())),
           std::string(acquirer::ToString(a->outcome)), std::string(acquirer::ToString(a->evidence)),
           a->http_status ? std::optional(std::to_string(*a->http_status)) : std::nullopt};
 }

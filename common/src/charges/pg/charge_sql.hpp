@@ -25,8 +25,9 @@ namespace charge_outbox::charges::sql {
   "COALESCE(GREATEST(0, ceil(extract(epoch FROM c.lease_expires_at - now()) * 1000)), 0)::bigint, "          \
   "c.response_status, convert_from(c.response_body, 'UTF8'), c.last_sequence, c.attempt_count, "            \
   "COALESCE(c.traceparent, ''), (extract(epoch FROM c.created_at) * 1000000)::bigint, "                     \
-  "(extract(epoch FROM c.updated_at) * 1000000)::bigint"
-inline constexpr int kChargeColumns = 22;
+  "(extract(epoch FROM c.updated_at) * 1000000)::bigint, "                                                   \
+  "floor(extract(epoch FROM now() - c.created_at) * 1000)::bigint"
+inline constexpr int kChargeColumns = 23;
 
 // The test of a statement that names one charge by id and acts only while it is pending (`c` is the
 // table's name or alias in that statement). Never a plain `c.status = 'pending'` there: the planner proves
@@ -39,10 +40,12 @@ inline constexpr int kChargeColumns = 22;
 // planner does not match against the index's predicate. Tested: ChargeStorePlansTest.
 #define STILL_PENDING(c) "(" c ".status = 'pending') IS TRUE"
 
-// The finishing of an attempt, folded into another statement: a no-op when `no` is NULL.
-#define FINISH_ATTEMPT(charge, no, at, outcome, evidence, status)                                             \
-  "UPDATE acquirer_attempts SET finished_at = to_timestamp(" at "::bigint / 1000000.0), outcome = " outcome   \
-  ", evidence = " evidence "::evidence_class, http_status = " status "::smallint "                           \
+// The finishing of an attempt, folded into another statement: a no-op when `no` is NULL. `elapsed` is the
+// attempt's duration in milliseconds by its caller's monotonic clock, added to the database's own
+// started_at: no host's wall clock is on record.
+#define FINISH_ATTEMPT(charge, no, elapsed, outcome, evidence, status)                                        \
+  "UPDATE acquirer_attempts SET finished_at = started_at + " elapsed "::bigint * interval '1 millisecond', "  \
+  "outcome = " outcome ", evidence = " evidence "::evidence_class, http_status = " status "::smallint "       \
   "WHERE charge_id = " charge " AND attempt_no = " no "::integer"
 
 // The charge in CHARGE_COLUMNS starting at column `first` of `row`.
@@ -52,7 +55,7 @@ inline const char* Nullable(const std::optional<std::string>& v) { return v ? v-
 
 // The parameters of FINISH_ATTEMPT, all NULL when there is no attempt to finish.
 struct FinishParams {
-  std::optional<std::string> attempt_no, finished_at, outcome, evidence, http_status;
+  std::optional<std::string> attempt_no, elapsed_ms, outcome, evidence, http_status;
 };
 FinishParams ToParams(const std::optional<AttemptFinish>& attempt);
 

@@ -42,7 +42,7 @@ constexpr db::Statement kBegin{
        FROM ins
      ), attempt AS (
        INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)
-       SELECT ins.id, 1, gen_random_uuid(), $12, $13, to_timestamp($14::bigint / 1000000.0) FROM ins
+       SELECT ins.id, 1, $12::uuid, $13, $14, clock_timestamp() FROM ins
        RETURNING request_id)sql"
     ") SELECT " CHARGE_COLUMNS ", (SELECT request_id::text FROM attempt) FROM ins c"};
 
@@ -54,10 +54,6 @@ constexpr db::Statement kReadById{
     "charge_read_by_id",
     "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.merchant_id = $1 AND c.id = $2"};
 
-constexpr db::Statement kFirstRequestId{
-    "charge_first_request_id",
-    "SELECT request_id::text FROM acquirer_attempts WHERE charge_id = $1 AND attempt_no = 1"};
-
 constexpr db::Statement kTakeOver{
     "charge_take_over",
     R"sql(
@@ -65,34 +61,70 @@ constexpr db::Statement kTakeOver{
       WHERE c.id = $1 AND )sql" STILL_PENDING("c")
     " AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now()) RETURNING " CHARGE_COLUMNS};
 
+// $1 charge, $2 request id, $3 operation, $4 actor, $5 owner (NULL: a lookup, which needs none), $6 the
+// lease renewed (ms), $7 a capture's deadline (ms from the charge's creation). A capture or a void is
+// recorded only while $5 holds a live lease on the pending charge, which this renews: an owner that lost
+// its charge (its lease ran out while its database or the acquirer was slow, and someone took over) sends
+// nothing more. A capture also only before the deadline and while no void of the charge is on record.
+// Every test reads the database's clock, as started_at does.
 constexpr db::Statement kStartAttempt{
     "charge_start_attempt",
     R"sql(
-     WITH c AS (UPDATE charges SET attempt_count = attempt_count + 1 WHERE id = $1 RETURNING id, attempt_count)
+     WITH c AS (
+       UPDATE charges SET attempt_count = attempt_count + 1,
+         lease_expires_at = CASE WHEN $5::text IS NULL THEN lease_expires_at
+                                 ELSE now() + $6::bigint * interval '1 millisecond' END
+       WHERE id = $1
+         AND ($5::text IS NULL OR (owner_id = $5 AND lease_expires_at > now() AND )sql" STILL_PENDING("charges") R"sql())
+         AND ($3 <> 'capture'
+              OR (created_at > now() - $7::bigint * interval '1 millisecond'
+                  AND NOT EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = $1 AND v.operation = 'void')))
+       RETURNING id, attempt_count)
       INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at)
-      SELECT c.id, c.attempt_count, $2, $3, $4, to_timestamp($5::bigint / 1000000.0) FROM c RETURNING attempt_no)sql"};
+      SELECT c.id, c.attempt_count, $2, $3, $4, clock_timestamp() FROM c RETURNING attempt_no)sql"};
+
+// Why kStartAttempt or kComplete left a charge alone: $1 charge, $2 owner. Read in a statement of its
+// own, after the refused one.
+constexpr db::Statement kRefusalFacts{
+    "charge_refusal_facts",
+    R"sql(
+     SELECT ((c.status = 'pending' AND c.owner_id IS NOT DISTINCT FROM $2::text AND c.lease_expires_at > now())
+              IS TRUE)::int,
+            EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = c.id AND v.operation = 'void')::int,
+            floor(extract(epoch FROM now() - c.created_at) * 1000)::bigint
+      FROM charges c WHERE c.id = $1)sql"};
 
 constexpr db::Statement kFinishAttempt{
     "charge_finish_attempt",
     FINISH_ATTEMPT("$1", "$2", "$3", "$4", "$5", "$6")};
 
+// $1 charge, $2 status, $3 capture id, $4 decline code, $5 failure reason, $6/$7 the response to store
+// (its updated_at at $16, kDatabaseTimeMark, replaced by the statement's own time), $8 traceparent,
+// $9..$13 the attempt to finish, $14 the owner an inference needs, $15 a capture's deadline (ms). The
+// charge's updated_at and its event's created_at (ce_time) are now(): the database's clock orders a
+// charge's events, whichever host wrote each. A capture lands only before the deadline and while no void
+// of the charge is on record: a stale proof of a capture read before a void (a run that stalled past its
+// lease while another voided it past the deadline) must not undo that void.
 constexpr db::Statement kComplete{
     "charge_complete",
     R"sql(
      WITH upd AS (
        UPDATE charges SET status = $2::charge_status, acquirer_capture_id = COALESCE($3, acquirer_capture_id),
-         decline_code = $4, failure_reason = $5, updated_at = to_timestamp($6::bigint / 1000000.0),
-         response_status = $7::smallint, response_body = convert_to($8, 'UTF8'),
+         decline_code = $4, failure_reason = $5, updated_at = now(), response_status = $6::smallint,
+         response_body = convert_to(replace($7, $16, '"updated_at":"' || rfc3339(now()) || '"'), 'UTF8'),
          last_sequence = last_sequence + 1, owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL
-       WHERE id = $1 AND )sql" STILL_PENDING("charges") R"sql( AND ($15::text IS NULL OR owner_id = $15)
+       WHERE id = $1 AND )sql" STILL_PENDING("charges") R"sql( AND ($14::text IS NULL OR owner_id = $14)
+         AND ($2 <> 'captured'
+              OR (created_at > now() - $15::bigint * interval '1 millisecond'
+                  AND NOT EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = $1 AND v.operation = 'void')))
        RETURNING *
      ), event AS (
        INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)
        SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.' || upd.status || '.v1',
-              charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), $9,
+              charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), $8,
               upd.updated_at
        FROM upd)sql"
-    "), attempt AS (" FINISH_ATTEMPT("$1", "$10", "$11", "$12", "$13", "$14") ")"
+    "), attempt AS (" FINISH_ATTEMPT("$1", "$9", "$10", "$11", "$12", "$13") ")"
     " SELECT " CHARGE_COLUMNS " FROM upd c"};
 
 // The loser of a Complete reads the charge again in a statement of its own: the losing statement's
@@ -101,14 +133,14 @@ constexpr db::Statement kReadByUuid{
     "charge_read_by_uuid",
     "SELECT " CHARGE_COLUMNS " FROM charges c WHERE c.id = $1"};
 
-// $1 charge, $2 expected status, $3 reason, $4 at (Unix microseconds), $5 traceparent. The stored first
-// response goes: from now on a replay answers what the state calls for, as GET does.
+// $1 charge, $2 expected status, $3 reason, $4 traceparent. The stored first response goes: from now on a
+// replay answers what the state calls for, as GET does.
 constexpr db::Statement kFlagForReview{
     "charge_flag_for_review",
     R"sql(
      WITH upd AS (
-       UPDATE charges SET status = 'needs_review', failure_reason = $3,
-         updated_at = to_timestamp($4::bigint / 1000000.0), last_sequence = last_sequence + 1,
+       UPDATE charges SET status = 'needs_review', failure_reason = $3, updated_at = now(),
+         last_sequence = last_sequence + 1,
          response_status = NULL, response_body = NULL,
          owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL
        WHERE id = $1 AND status = $2::charge_status AND status NOT IN ('pending', 'needs_review')
@@ -116,7 +148,7 @@ constexpr db::Statement kFlagForReview{
      ), event AS (
        INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)
        SELECT gen_random_uuid(), charge_public_id(upd.id), 'payments.charge.needs_review.v1',
-              charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), NULLIF($5, ''),
+              charge_event_payload(ROW(upd.*)::charges), upd.last_sequence, outbox_shard(upd.id), NULLIF($4, ''),
               upd.updated_at
        FROM upd)sql"
     ") SELECT " CHARGE_COLUMNS " FROM upd c"};
@@ -135,7 +167,8 @@ constexpr db::Statement kAttemptHistory{
      WITH sent AS (
        SELECT count(*) AS n, max(started_at) AS last_at FROM acquirer_attempts
        WHERE charge_id = $1 AND operation = 'capture' AND evidence IS DISTINCT FROM 'not_sent'
-     ) SELECT sent.n, count(a.attempt_no), (extract(epoch FROM min(a.started_at)) * 1000000)::bigint
+     ) SELECT sent.n, count(a.attempt_no), (extract(epoch FROM min(a.started_at)) * 1000000)::bigint,
+              EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = $1 AND v.operation = 'void')::int
       FROM sent LEFT JOIN acquirer_attempts a
         ON a.charge_id = $1 AND a.operation = 'lookup' AND a.outcome = 'not_found'
        AND (sent.last_at IS NULL OR a.started_at > sent.last_at)
@@ -150,6 +183,22 @@ constexpr db::Statement kRelease{
     "), attempt AS (" FINISH_ATTEMPT("$1", "$3", "$4", "$5", "$6", "$7") ")"
     " SELECT 1"};
 
+// $1 owner, $2 the intent's first request id. The attempt is finished not_sent, at its own start, only
+// if it is on record unfinished (the intent committed); the lease goes only if $1 still holds it. The
+// attempt's truth does not depend on who holds the charge now: it never left its writer.
+constexpr db::Statement kAbandonIntent{
+    "charge_abandon_intent",
+    R"sql(
+     WITH att AS (
+       UPDATE acquirer_attempts SET finished_at = started_at, outcome = 'not_sent', evidence = 'not_sent'
+       WHERE request_id = $2::uuid AND attempt_no = 1 AND finished_at IS NULL
+       RETURNING charge_id
+     ), rel AS (
+       UPDATE charges c SET owner_id = NULL, lease_expires_at = NULL FROM att
+       WHERE c.id = att.charge_id AND c.owner_id = $1 AND )sql" STILL_PENDING("c") R"sql(
+       RETURNING 1
+     ) SELECT (SELECT count(*) FROM att), (SELECT count(*) FROM rel))sql"};
+
 constexpr db::Statement kCountPending{
     "charge_count_pending",
     R"sql(
@@ -157,8 +206,9 @@ constexpr db::Statement kCountPending{
       AND created_at < now() - $1::bigint * interval '1 millisecond')sql"};
 
 constexpr db::Statement kStatements[] = {
-    kAuthenticate, kBegin, kReadByKey, kReadById, kFirstRequestId, kTakeOver, kStartAttempt, kFinishAttempt, kComplete,
-    kReadByUuid, kFlagForReview, kRenewLease, kAttemptHistory, kRelease, kCountPending
+    kAuthenticate, kBegin, kReadByKey, kReadById, kTakeOver, kStartAttempt, kRefusalFacts,
+    kFinishAttempt, kComplete, kReadByUuid, kFlagForReview, kRenewLease, kAttemptHistory, kRelease, kAbandonIntent,
+    kCountPending
 };
 
 using db::PgConnection;
@@ -190,8 +240,7 @@ class PgChargeStore final : public ChargeStore {
       const db::PgParams params(n.merchant_id, n.idempotency_key, fingerprint, n.terms.order_id, n.terms.amount,
                                 n.terms.currency, n.terms.payment_method, Nullable(n.terms.description),
                                 lease.owner_id, static_cast<std::int64_t>(lease.duration.count()), n.traceparent,
-                                std::string(acquirer::ToString(first.operation)), first.actor,
-                                util::ToUnixMicros(first.started_at));
+                                first.request_id, std::string(acquirer::ToString(first.operation)), first.actor);
       std::optional<db::PgResult> inserted;
       std::optional<std::string> lost;
       try {
@@ -217,10 +266,7 @@ class PgChargeStore final : public ChargeStore {
         if (IsTerminal(charge.status)) co_return BeginResult{BeginOutcome::kFinished, charge, 0};
         // Our own insert, whose outcome we did not learn (the connection died during it) and the caller
         // retried: owners are unique per request, so this is ours.
-        if (charge.owner_id == lease.owner_id) {
-          const auto first_request = (co_await conn.Execute(kFirstRequestId, charge.id))[0][0].as<std::string>();
-          co_return BeginResult{BeginOutcome::kCreated, charge, 1, first_request};
-        }
+        if (charge.owner_id == lease.owner_id) co_return BeginResult{BeginOutcome::kCreated, charge, 1, first.request_id};
         if (charge.lease_remaining.count() > 0) co_return BeginResult{BeginOutcome::kInFlight, charge, 0};
         const auto taken = co_await conn.Execute(kTakeOver, charge.id, lease.owner_id,
                                                  static_cast<std::int64_t>(lease.duration.count()));
@@ -231,19 +277,33 @@ class PgChargeStore final : public ChargeStore {
     });
   }
 
-  asio::awaitable<DbResult<int>> StartAttempt(const std::string& charge_id, const AttemptStart& a) override {
-    co_return co_await RunJob<int>(pool_, [&](PgConnection& conn) -> asio::awaitable<int> {
+  asio::awaitable<DbResult<StartedAttempt>> StartAttempt(const std::string& charge_id, const AttemptStart& a) override {
+    const bool moves_money = a.operation == acquirer::Operation::kCapture || a.operation == acquirer::Operation::kVoid;
+    // A capture or void without an owner could be sent beside another actor's: a bug, refused loudly.
+    if (moves_money && !a.lease) co_return db::DbError{db::DbErrc::kFailed, "a capture or void attempt needs its owner"};
+    if (a.operation == acquirer::Operation::kCapture && a.deadline.count() <= 0) {
+      co_return db::DbError{db::DbErrc::kFailed, "a capture attempt needs the charge's deadline"};
+    }
+    const std::optional<std::string> owner = a.lease ? std::optional(a.lease->owner_id) : std::nullopt;
+    const auto lease_ms = static_cast<std::int64_t>(a.lease ? a.lease->duration.count() : 0);
+    co_return co_await RunJob<StartedAttempt>(pool_, [&](PgConnection& conn) -> asio::awaitable<StartedAttempt> {
       const auto r = co_await conn.Execute(kStartAttempt, charge_id, a.request_id,
-                                           std::string(acquirer::ToString(a.operation)), a.actor,
-                                           util::ToUnixMicros(a.started_at));
-      co_return r[0][0].as<int>();
+                                           std::string(acquirer::ToString(a.operation)), a.actor, Nullable(owner),
+                                           lease_ms, static_cast<std::int64_t>(a.deadline.count()));
+      if (!r.empty()) co_return StartedAttempt{r[0][0].as<int>(), std::nullopt};
+      const auto facts = co_await conn.Execute(kRefusalFacts, charge_id, Nullable(owner));
+      if (facts.empty()) throw std::runtime_error("no charge " + charge_id + " to record an attempt of");
+      const auto row = facts[0];
+      if (owner && row[0].as<int>() == 0) co_return StartedAttempt{0, Refusal::kNotOwner};
+      if (row[1].as<int>() != 0) co_return StartedAttempt{0, Refusal::kVoidOnRecord};
+      co_return StartedAttempt{0, Refusal::kPastDeadline};
     });
   }
 
   asio::awaitable<DbResult<void>> FinishAttempt(const std::string& charge_id, const AttemptFinish& a) override {
     const auto p = ToParams(a);
     co_return co_await RunJob<void>(pool_, [&](PgConnection& conn) -> asio::awaitable<void> {
-      co_await conn.Execute(kFinishAttempt, charge_id, Nullable(p.attempt_no), Nullable(p.finished_at),
+      co_await conn.Execute(kFinishAttempt, charge_id, Nullable(p.attempt_no), Nullable(p.elapsed_ms),
                             Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
     });
   }
@@ -262,27 +322,42 @@ class PgChargeStore final : public ChargeStore {
         required_owner = t.owner_id;
         break;
     }
+    const bool capture = t.to == ChargeStatus::kCaptured;
+    if (capture && t.deadline.count() <= 0) co_return db::DbError{db::DbErrc::kFailed, "a capture needs the charge's deadline"};
+    const std::optional<std::string> deadline_ms =
+        capture ? std::optional(std::to_string(t.deadline.count())) : std::nullopt;
     co_return co_await RunJob<CompleteResult>(pool_, [&](PgConnection& conn) -> asio::awaitable<CompleteResult> {
       const auto r = co_await conn.Execute(
           kComplete, charge_id, std::string(ToString(t.to)), Nullable(t.acquirer_capture_id),
-          Nullable(t.decline_code), Nullable(t.failure_reason), util::ToUnixMicros(t.at), Nullable(response_status),
-          Nullable(t.response_body), t.traceparent, Nullable(p.attempt_no), Nullable(p.finished_at),
-          Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status), Nullable(required_owner));
-      if (!r.empty()) co_return CompleteResult{true, ReadCharge(r[0])};
+          Nullable(t.decline_code), Nullable(t.failure_reason), Nullable(response_status), Nullable(t.response_body),
+          t.traceparent, Nullable(p.attempt_no), Nullable(p.elapsed_ms), Nullable(p.outcome), Nullable(p.evidence),
+          Nullable(p.http_status), Nullable(required_owner), Nullable(deadline_ms), std::string(kDatabaseTimeMark));
+      if (!r.empty()) co_return CompleteResult{true, ReadCharge(r[0]), std::nullopt};
       const auto now = co_await conn.Execute(kReadByUuid, charge_id);
       if (now.empty()) throw std::runtime_error("no charge " + charge_id + " to complete");
-      co_return CompleteResult{false, ReadCharge(now[0])};
+      CompleteResult lost{false, ReadCharge(now[0]), std::nullopt};
+      if (lost.charge.status != ChargeStatus::kPending) co_return lost;
+      // Still pending: this transition was refused, not beaten. Say why, so the caller can act on it.
+      const auto facts = co_await conn.Execute(kRefusalFacts, charge_id, Nullable(required_owner));
+      const auto row = facts[0];
+      if (required_owner && row[0].as<int>() == 0) {
+        lost.refused = Refusal::kNotOwner;
+      } else if (capture && row[1].as<int>() != 0) {
+        lost.refused = Refusal::kVoidOnRecord;
+      } else if (capture && row[2].as<std::int64_t>() >= t.deadline.count()) {
+        lost.refused = Refusal::kPastDeadline;
+      }
+      co_return lost;
     });
   }
 
   asio::awaitable<DbResult<std::optional<Charge>>> FlagForReview(const std::string& charge_id, ChargeStatus expected,
-                                                                 const std::string& reason, Timestamp at,
+                                                                 const std::string& reason,
                                                                  const std::string& traceparent) override {
     const std::string status(ToString(expected));
     co_return co_await RunJob<std::optional<Charge>>(
         pool_, [&](PgConnection& conn) -> asio::awaitable<std::optional<Charge>> {
-          const auto r =
-              co_await conn.Execute(kFlagForReview, charge_id, status, reason, util::ToUnixMicros(at), traceparent);
+          const auto r = co_await conn.Execute(kFlagForReview, charge_id, status, reason, traceparent);
           co_return r.empty() ? std::nullopt : std::optional(ReadCharge(r[0]));
         });
   }
@@ -304,6 +379,7 @@ class PgChargeStore final : public ChargeStore {
       history.capture_may_have_left = row[0].as<std::int64_t>() > 0;
       history.not_found_looks = static_cast<int>(row[1].as<std::int64_t>());
       if (!row[2].is_null()) history.first_not_found_at = util::FromUnixMicros(row[2].as<std::int64_t>());
+      history.void_attempted = row[3].as<int>() != 0;
       co_return history;
     });
   }
@@ -312,8 +388,15 @@ class PgChargeStore final : public ChargeStore {
                                           const std::optional<AttemptFinish>& attempt) override {
     const auto p = ToParams(attempt);
     co_return co_await RunJob<void>(pool_, [&](PgConnection& conn) -> asio::awaitable<void> {
-      co_await conn.Execute(kRelease, charge_id, owner_id, Nullable(p.attempt_no), Nullable(p.finished_at),
+      co_await conn.Execute(kRelease, charge_id, owner_id, Nullable(p.attempt_no), Nullable(p.elapsed_ms),
                             Nullable(p.outcome), Nullable(p.evidence), Nullable(p.http_status));
+    });
+  }
+
+  asio::awaitable<DbResult<void>> AbandonIntent(const std::string& owner_id,
+                                                const std::string& first_request_id) override {
+    co_return co_await RunJob<void>(pool_, [&](PgConnection& conn) -> asio::awaitable<void> {
+      co_await conn.Execute(kAbandonIntent, owner_id, first_request_id);
     });
   }
 

@@ -61,7 +61,9 @@ constexpr db::Statement kReleaseAll{
          AND created_at < now() - $2::bigint * interval '1 millisecond' RETURNING 1
      ) SELECT count(*) FROM rel)sql"};
 
-// $1 from, $2 to, $3 created after (Unix microseconds).
+// $1 from, $2 to, $3 created after (Unix microseconds), $4 the visibility window (ms). Only charges
+// recorded captured at least a visibility window ago: the acquirer made their capture earlier still, so
+// its lookups show it by now, and a charge captured a moment ago is never taken for one missing there.
 constexpr db::Statement kCapturedInWindow{
     "reconciler_captured_in_window",
     "SELECT " CHARGE_COLUMNS " FROM charges c"
@@ -70,6 +72,7 @@ constexpr db::Statement kCapturedInWindow{
         AND c.created_at >= to_timestamp($3::bigint / 1000000.0)
         AND c.created_at < to_timestamp($2::bigint / 1000000.0)
         AND c.updated_at >= to_timestamp($1::bigint / 1000000.0)
+        AND c.updated_at < now() - $4::bigint * interval '1 millisecond'
       ORDER BY c.created_at, c.id)sql"};
 
 constexpr db::Statement kFindByIds{
@@ -122,7 +125,7 @@ class PgReconciliationStore final : public ReconciliationStore {
     const auto p = sql::ToParams(attempt);
     co_return co_await RunJob<bool>(pool_, [&](PgConnection& conn) -> asio::awaitable<bool> {
       const auto r = co_await conn.Execute(kReschedule, charge_id, owner_id, Millis(delay),
-                                           sql::Nullable(p.attempt_no), sql::Nullable(p.finished_at),
+                                           sql::Nullable(p.attempt_no), sql::Nullable(p.elapsed_ms),
                                            sql::Nullable(p.outcome), sql::Nullable(p.evidence),
                                            sql::Nullable(p.http_status));
       co_return r[0][0].as<std::int64_t>() > 0;
@@ -138,11 +141,13 @@ class PgReconciliationStore final : public ReconciliationStore {
   }
 
   asio::awaitable<DbResult<std::vector<Charge>>> FindCapturedInWindow(Timestamp from, Timestamp to,
-                                                                      Timestamp created_after) override {
+                                                                      Timestamp created_after,
+                                                                      std::chrono::milliseconds visibility) override {
     co_return co_await RunJob<std::vector<Charge>>(
         pool_, [&](PgConnection& conn) -> asio::awaitable<std::vector<Charge>> {
           co_return ReadCharges(co_await conn.Execute(kCapturedInWindow, util::ToUnixMicros(from),
-                                                       util::ToUnixMicros(to), util::ToUnixMicros(created_after)));
+                                                       util::ToUnixMicros(to), util::ToUnixMicros(created_after),
+                                                       Millis(visibility)));
         });
   }
 
