@@ -99,7 +99,8 @@ ParsedMessage Build(const MessageView& m, const Attributes& a, const json::value
                     .event_time = *time,
                     .charge_id = std::string(m.key),
                     .sequence = static_cast<int>(sequence->as_int64()),
-                    .payload = std::move(payload)};
+                    .payload = std::move(payload),
+                    .record_time = m.record_time};
   return {.kind = Kind::kEvent, .event = std::move(event), .rejection = {}};
 }
 

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/inbox/inbox.hpp"
 #include "charge_outbox/kafka/client_properties.hpp"
+#include "charge_outbox/util/time.hpp"
 #include "inbox/pg/pg_inbox.hpp"
 
 namespace charge_outbox::inbox {
@@ -43,6 +45,15 @@ std::string Printable(std::string_view bytes, std::size_t limit) {
     }
   }
   return out;
+}
+
+// The record's timestamp, or none for librdkafka's -1 (a record without one). A producer's absurd one
+// saturates to the clock's range instead of overflowing it.
+std::optional<std::chrono::system_clock::time_point> RecordTime(const rd_kafka_message_t& m) {
+  const std::int64_t millis = rd_kafka_message_timestamp(&m, nullptr);
+  if (millis < 0) return std::nullopt;
+  constexpr std::int64_t kMaxMillis = std::numeric_limits<std::int64_t>::max() / 1000;
+  return util::FromUnixMicros(std::min(millis, kMaxMillis) * 1000);
 }
 
 }  // namespace
@@ -269,7 +280,8 @@ struct InboxConsumer::Impl {
   static MessageView View(const rd_kafka_message_t& m) {
     MessageView view{.key = {static_cast<const char*>(m.key), m.key_len},
                      .value = {static_cast<const char*>(m.payload), m.len},
-                     .headers = {}};
+                     .headers = {},
+                     .record_time = RecordTime(m)};
     rd_kafka_headers_t* headers = nullptr;
     if (rd_kafka_message_headers(&m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
       const char* name = nullptr;
@@ -298,6 +310,7 @@ struct InboxConsumer::Impl {
           case ParsedMessage::Kind::kEvent:
             events.push_back(std::move(*parsed.event));
             events.back().partition = m->partition;
+            events.back().offset = m->offset;
             break;
           case ParsedMessage::Kind::kOtherVersion:
             ++other_version;

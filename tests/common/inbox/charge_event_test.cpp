@@ -1,9 +1,12 @@
 // ParseChargeEvent: both CloudEvents modes the relay publishes read as the same event, every malformed
-// message is rejected with a reason naming what is wrong, another major version is told apart, and a
-// rejection never quotes the message (its payload can hold what must not reach a log).
+// message is rejected with a reason naming what is wrong, another major version is told apart, the
+// record's timestamp is carried beside the event's own time, and a rejection never quotes the message (its
+// payload can hold what must not reach a log).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +38,7 @@ struct Binary {
                                                           {"ce_time", kTime},
                                                           {"ce_subject", "ch_1"},
                                                           {"content-type", "application/json"}};
+  std::optional<std::chrono::system_clock::time_point> record_time;
 
   Binary& Set(const std::string& name, std::string v) {
     for (auto& [k, old] : headers) {
@@ -51,7 +55,7 @@ struct Binary {
     return *this;
   }
   ParsedMessage Parse() const {
-    MessageView view{.key = key, .value = value, .headers = {}};
+    MessageView view{.key = key, .value = value, .headers = {}, .record_time = record_time};
     for (const auto& [k, v] : headers) view.headers.emplace_back(k, v);
     return ParseChargeEvent(view);
   }
@@ -108,6 +112,30 @@ TEST(InboxChargeEventTest, StructuredModeIgnoresCeHeadersLeftOnTheMessage) {
   const auto parsed = ParseChargeEvent({.key = "ch_1", .value = value, .headers = headers});
   ASSERT_EQ(parsed.kind, Kind::kEvent) << parsed.rejection;
   EXPECT_EQ(parsed.event->event_id, kId);
+}
+
+// The inbox expires events by their record's time (docs/inbox.md, "Retention"), so the event carries it,
+// whatever its ce_time says; without one (an old message format) it carries none.
+TEST(InboxChargeEventTest, TheRecordsTimestampIsCarriedBesideTheEventsOwnTime) {
+  const auto published = util::ParseRfc3339("2026-03-15T08:30:00.250Z").value();
+  Binary binary;
+  binary.record_time = published;
+  const auto parsed = binary.Parse();
+  ASSERT_EQ(parsed.kind, Kind::kEvent) << parsed.rejection;
+  EXPECT_EQ(parsed.event->record_time, published);
+  EXPECT_EQ(parsed.event->event_time, util::ParseRfc3339(kTime).value());
+
+  const std::string value = Envelope(kPayload);
+  const std::vector<std::pair<std::string_view, std::string_view>> headers{
+      {"content-type", "application/cloudevents+json"}};
+  const auto structured =
+      ParseChargeEvent({.key = "ch_1", .value = value, .headers = headers, .record_time = published});
+  ASSERT_EQ(structured.kind, Kind::kEvent) << structured.rejection;
+  EXPECT_EQ(structured.event->record_time, published);
+
+  const auto without = Binary{}.Parse();
+  ASSERT_EQ(without.kind, Kind::kEvent) << without.rejection;
+  EXPECT_EQ(without.event->record_time, std::nullopt);
 }
 
 void ExpectRejected(const ParsedMessage& parsed, const std::string& names, const std::string& what) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,11 @@ struct ChargeEvent {
   int sequence = 0;                                 // the payload's sequence: 1, 2, ... per charge
   std::string payload;                              // the charge as JSON, as published
   int partition = -1;  // the Kafka partition it was read from (-1: unknown); every event of a charge is on one
+  std::int64_t offset = -1;  // its offset there (-1: unknown, as for an event applied from the held set)
+  // The Kafka record's timestamp (CreateTime or LogAppendTime, as the topic keeps it): what the topic's
+  // retention counts from, and so what the inbox expires events by. None when the record carries none
+  // (librdkafka's -1: a message format older than Kafka 0.10).
+  std::optional<std::chrono::system_clock::time_point> record_time;
 };
 
 // A Kafka message as views; the caller keeps what they refer to alive while parsing.
@@ -28,6 +34,7 @@ struct MessageView {
   std::string_view key;
   std::string_view value;
   std::vector<std::pair<std::string_view, std::string_view>> headers;
+  std::optional<std::chrono::system_clock::time_point> record_time;  // the record's timestamp, when it has one
 };
 
 struct ParsedMessage {
