@@ -348,12 +348,18 @@ struct InboxConsumer::Impl {
     const retry::Backoff backoff(options.backoff);
     for (int failures = 0;; ++failures) {
       const auto started = Clock::now();
-      auto result = store.Apply(events, rejected, handler, options.gaps, options.retention_days);
+      auto result = store.Apply(options.topic, events, rejected, handler, options.gaps,
+                                {.retention_days = options.retention_days,
+                                 .progress_retention_days = options.progress_retention_days});
       if (result) {
         const auto& o = *result;
         probe.BatchApplied(Clock::now() - started);
         probe.Outcomes(o.applied, o.duplicates, o.held, o.released, o.rejected, other_version, o.expired);
         probe.Gaps(o.gaps);
+        if (o.expired > 0) {
+          spdlog::warn("inbox: {} event(s) not applied, too old (kept in inbox_expired; docs/inbox.md, \"Retention\")",
+                       o.expired);
+        }
         SetDatabaseOk(true);
         return true;
       }

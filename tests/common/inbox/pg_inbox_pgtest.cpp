@@ -1,7 +1,8 @@
 // PgInbox against a real PostgreSQL with the inbox's own migrations: each event applied once, in sequence
 // order per charge, held past a gap and released by the missing event or (policy apply) after the wait,
-// the whole batch rolled back with a failing handler, old events expired, rejected messages kept,
-// retention by day partitions, and two instances applying the same charges at once.
+// the whole batch rolled back with a failing handler, old events expired by their record's time and kept
+// for a person, rejected messages kept, retention by day partitions, and two instances applying the same
+// charges at once.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 
 #include "charge_outbox/db/migrations.hpp"
 #include "charge_outbox/inbox/inbox.hpp"
+#include "charge_outbox/util/time.hpp"
 #include "inbox/pg/pg_inbox.hpp"
 #include "pg_test_database.hpp"
 
@@ -28,7 +30,10 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using testing::PgTestDatabase;
 
+constexpr const char* kTopic = "charge-events";
 constexpr int kRetentionDays = 14;
+constexpr int kProgressRetentionDays = 180;
+const EventExpiry kExpiry{.retention_days = kRetentionDays, .progress_retention_days = kProgressRetentionDays};
 const GapOptions kWaitLong{.policy = GapPolicy::kApply, .wait = std::chrono::hours{1}};
 
 // Writes each applied event into `applied`, in the order it is given them (n), through the inbox's
@@ -88,7 +93,7 @@ class PgInboxTest : public ::testing::Test {
 
   BatchOutcome Apply(PgInbox& inbox, const std::vector<ChargeEvent>& events, const GapOptions& gaps = kWaitLong,
                      const std::vector<RejectedMessage>& rejected = {}) {
-    auto result = inbox.Apply(events, rejected, handler_, gaps, kRetentionDays);
+    auto result = inbox.Apply(kTopic, events, rejected, handler_, gaps, kExpiry);
     EXPECT_TRUE(result.has_value()) << (result ? "" : result.error().detail);
     return result ? *result : BatchOutcome{};
   }
@@ -292,7 +297,7 @@ TEST_F(PgInboxTest, AFailingHandlerRollsTheWholeBatchBackAndTheRetrySucceeds) {
   const std::vector<ChargeEvent> batch{Event(1, 1), Event(1, 3), Event(2, 1), Event(9, 2)};
   const std::vector<RejectedMessage> rejected{{.topic = "charge-events", .partition = 0, .offset = 7, .reason = "r", .key = "k", .value = "v"}};
   handler_.fail = true;
-  const auto failed = inbox->Apply(batch, rejected, handler_, kWaitLong, kRetentionDays);
+  const auto failed = inbox->Apply(kTopic, batch, rejected, handler_, kWaitLong, kExpiry);
   ASSERT_FALSE(failed.has_value());
   EXPECT_EQ(failed.error().code, db::DbErrc::kUnavailable);
   EXPECT_EQ(Count("applied"), 1);
@@ -303,7 +308,7 @@ TEST_F(PgInboxTest, AFailingHandlerRollsTheWholeBatchBackAndTheRetrySucceeds) {
   EXPECT_EQ(LastSequence(9), "1");
 
   handler_.fail = false;
-  const auto retried = inbox->Apply(batch, rejected, handler_, kWaitLong, kRetentionDays).value();
+  const auto retried = inbox->Apply(kTopic, batch, rejected, handler_, kWaitLong, kExpiry).value();
   EXPECT_EQ(retried.applied, 3);
   EXPECT_EQ(retried.held, 1);
   EXPECT_EQ(retried.rejected, 1);
@@ -313,9 +318,90 @@ TEST_F(PgInboxTest, AFailingHandlerRollsTheWholeBatchBackAndTheRetrySucceeds) {
   EXPECT_EQ(Count("inbox_held"), 1);
 }
 
-TEST_F(PgInboxTest, EventsOlderThanRetentionAreExpiredNotApplied) {
+// Issue 41: the topic keeps a record by its own timestamp, so the inbox expires by it too. An event whose
+// ce_time is past the inbox's window but whose record is recent (an event parked and published two weeks
+// late, a new consumer group reading from the start) is applied, not dropped.
+TEST_F(PgInboxTest, AnEventPublishedLateIsAppliedByItsRecordsTime) {
   auto inbox = Open();
-  const auto old = std::chrono::system_clock::now() - std::chrono::hours{24} * (kRetentionDays + 1);
+  const auto now = std::chrono::system_clock::now();
+  auto late = Event(1, 1, now - 24h * (kRetentionDays + 16));
+  late.record_time = now - 1min;
+  const auto outcome = Apply(*inbox, {late, Event(2, 1)});
+  EXPECT_EQ(outcome.expired, 0);
+  EXPECT_EQ(outcome.applied, 2);
+  EXPECT_THAT(AppliedSequences(1), ElementsAre(1));
+  EXPECT_EQ(LastSequence(1), "1");
+  EXPECT_EQ(Count("inbox_expired"), 0);
+  // Its inbox row is in its own day, by ce_time, as a re-delivery of it will be.
+  EXPECT_EQ(db_->Scalar("SELECT (event_time < now() - interval '29 days')::text FROM inbox WHERE charge_id = 'ch_1'"),
+            "true");
+}
+
+// Such an event's inbox row lies in a day past retention, which drops it; a re-delivery of its record comes
+// within the topic's retention of it, and so while its charge's progress is kept: recognised by progress,
+// never seen by the handler, on the path that reads progress and on the one that takes a sequence 1 as new.
+TEST_F(PgInboxTest, ALateEventsRedeliveryIsRecognisedByProgressOnceItsInboxRowIsDropped) {
+  auto inbox = Open();
+  const auto now = std::chrono::system_clock::now();
+  const auto late = [&](int charge, int sequence) {
+    auto e = Event(charge, sequence, now - 24h * (kRetentionDays + 16));
+    e.record_time = now - 1h;
+    return e;
+  };
+  EXPECT_EQ(Apply(*inbox, {late(1, 1), late(2, 1), late(2, 2)}).applied, 3);
+  inbox->RunRetention({.retention_days = kRetentionDays, .progress_retention_days = kProgressRetentionDays}).value();
+  ASSERT_EQ(Count("inbox"), 0) << "retention should have deleted the rows of days past it";
+  const int calls = handler_.calls;
+
+  const auto again = Apply(*inbox, {late(1, 1), late(2, 2)});
+  EXPECT_EQ(again.applied, 0);
+  EXPECT_EQ(again.duplicates, 2);
+  EXPECT_EQ(again.expired, 0);
+  EXPECT_EQ(handler_.calls, calls);
+  EXPECT_THAT(AppliedSequences(1), ElementsAre(1));
+  EXPECT_THAT(AppliedSequences(2), ElementsAre(1, 2));
+}
+
+// A record older than the inbox's window is still on the topic only if the topic keeps longer than the
+// inbox: not applied, and kept whole for a person in inbox_expired, beside the counter.
+TEST_F(PgInboxTest, AnEventWhoseRecordIsPastRetentionIsKeptInInboxExpiredNotApplied) {
+  auto inbox = Open();
+  const auto now = std::chrono::system_clock::now();
+  auto old = Event(1, 2, now - 24h * (kRetentionDays + 2));
+  old.record_time = now - 24h * (kRetentionDays + 1);
+  old.partition = 3;
+  old.offset = 41;
+  auto current = Event(2, 1);
+  current.record_time = now;
+  current.partition = 3;
+  current.offset = 42;
+  const auto outcome = Apply(*inbox, {old, current});
+  EXPECT_EQ(outcome.expired, 1);
+  EXPECT_EQ(outcome.applied, 1);
+  EXPECT_EQ(outcome.held, 0);
+  EXPECT_THAT(AppliedSequences(1), IsEmpty());
+  EXPECT_THAT(AppliedSequences(2), ElementsAre(1));
+  EXPECT_EQ(LastSequence(1), "");
+  EXPECT_EQ(Count("inbox_held"), 0);
+  EXPECT_EQ(db_->Scalar("SELECT concat_ws('|', topic, kafka_partition, kafka_offset, event_id, event_type, charge_id,"
+                        " sequence, payload) FROM inbox_expired"),
+            std::string(kTopic) + "|3|41|" + old.event_id + "|payments.charge.captured.v1|ch_1|2|" + old.payload);
+  EXPECT_EQ(db_->Scalar("SELECT (extract(epoch FROM event_time) * 1000000)::bigint FROM inbox_expired"),
+            std::to_string(util::ToUnixMicros(old.event_time)));
+  EXPECT_EQ(db_->Scalar("SELECT (extract(epoch FROM record_time) * 1000000)::bigint FROM inbox_expired"),
+            std::to_string(util::ToUnixMicros(*old.record_time)));
+  EXPECT_EQ(db_->Scalar("SELECT (seen_at > now() - interval '1 minute')::text FROM inbox_expired"), "true");
+
+  // Read again (a re-delivery): kept once, counted once.
+  EXPECT_EQ(Apply(*inbox, {old}).expired, 0);
+  EXPECT_EQ(Count("inbox_expired"), 1);
+  EXPECT_THAT(AppliedSequences(1), IsEmpty());
+}
+
+// Without a record timestamp (an old message format) the event's own time stands in for it.
+TEST_F(PgInboxTest, AnEventWithoutARecordTimeExpiresByItsOwnTime) {
+  auto inbox = Open();
+  const auto old = std::chrono::system_clock::now() - 24h * (kRetentionDays + 1);
   const auto outcome = Apply(*inbox, {Event(1, 1, old), Event(2, 1)});
   EXPECT_EQ(outcome.expired, 1);
   EXPECT_EQ(outcome.applied, 1);
@@ -323,6 +409,34 @@ TEST_F(PgInboxTest, EventsOlderThanRetentionAreExpiredNotApplied) {
   EXPECT_THAT(AppliedSequences(2), ElementsAre(1));
   EXPECT_EQ(Count("inbox"), 1);
   EXPECT_EQ(LastSequence(1), "");
+  EXPECT_EQ(db_->Scalar("SELECT charge_id || ':' || (record_time IS NULL)::text FROM inbox_expired"), "ch_1:true");
+}
+
+// Past progress retention its charge's progress may be gone, and with it what recognises an event sent again
+// as a new record (a replay from an archive): expired whatever its record's time.
+TEST_F(PgInboxTest, AnEventOlderThanProgressRetentionIsExpiredWhateverItsRecordsTime) {
+  auto inbox = Open();
+  const auto now = std::chrono::system_clock::now();
+  auto replayed = Event(1, 1, now - 24h * (kProgressRetentionDays + 1));
+  replayed.record_time = now;
+  const auto outcome = Apply(*inbox, {replayed});
+  EXPECT_EQ(outcome.expired, 1);
+  EXPECT_EQ(outcome.applied, 0);
+  EXPECT_THAT(AppliedSequences(1), IsEmpty());
+  EXPECT_EQ(Count("inbox_expired"), 1);
+}
+
+// The payload is kept up to 64 KiB, cut between two characters: half of one would make PostgreSQL refuse
+// the whole batch, again and again, and the partition would stop.
+TEST_F(PgInboxTest, AnExpiredEventsLongPayloadIsCutBetweenCharacters) {
+  auto inbox = Open();
+  auto old = Event(1, 1, std::chrono::system_clock::now() - 24h * (kRetentionDays + 1));
+  old.payload = R"({"id":"ch_1","sequence":1,"notes":")";  // 35 bytes: the limit falls inside a 2-byte character
+  for (int i = 0; i < 40'000; ++i) old.payload += "\xc3\xa9";
+  old.payload += R"("})";
+  EXPECT_EQ(Apply(*inbox, {old}).expired, 1);
+  EXPECT_EQ(db_->Scalar("SELECT octet_length(payload) FROM inbox_expired"), std::to_string(kExpiredPayloadLimit - 1));
+  EXPECT_EQ(db_->Scalar("SELECT right(payload, 1) FROM inbox_expired"), "\xc3\xa9");
 }
 
 TEST_F(PgInboxTest, RejectedMessagesAreKeptOnce) {
@@ -396,7 +510,7 @@ TEST_F(PgInboxTest, TwoInstancesApplyingTheSameChargesAtOnceApplyEachEventOnceIn
       // As the consumer does: a failed transaction is tried again. Only a transient error may happen,
       // and the retry must then succeed.
       for (int attempt = 0;; ++attempt) {
-        auto result = inbox->Apply(batch, {}, handler_, kWaitLong, kRetentionDays);
+        auto result = inbox->Apply(kTopic, batch, {}, handler_, kWaitLong, kExpiry);
         if (result) break;
         if (!retry::IsTransient(db::RetryabilityOf(result.error())) || attempt == 20) {
           ADD_FAILURE() << "batch failed: " << db::ToString(result.error().code) << ": " << result.error().detail;

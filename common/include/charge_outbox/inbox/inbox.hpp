@@ -69,8 +69,12 @@ struct InboxOptions {
   // After a failed transaction: 200 ms doubling up to 5 s, unjittered (retry/backoff.hpp says why).
   retry::BackoffOptions backoff{std::chrono::milliseconds{200}, std::chrono::milliseconds{5'000}};
   std::chrono::milliseconds sweep_interval{1'000};  // how often held events are looked at
-  int retention_days = 14;  // an event older than this is neither remembered nor applied (docs/inbox.md)
-  int progress_retention_days = 180;  // how long a charge's last sequence is kept after its last event
+  // Days of inbox rows kept, by the event's time; an event whose Kafka record is older than this is
+  // expired: not applied, kept in inbox_expired (docs/inbox.md, "Retention"). Must exceed the topic's.
+  int retention_days = 14;
+  // How long a charge's last sequence is kept after its last event; an event whose own time is older
+  // is expired too: its charge's progress may be gone.
+  int progress_retention_days = 180;
   int partitions_ahead = 7;
   std::chrono::milliseconds retention_interval{std::chrono::minutes{10}};
 };

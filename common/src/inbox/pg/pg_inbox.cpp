@@ -62,6 +62,44 @@ std::string PgTimestamp(std::chrono::system_clock::time_point t) {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
+// At most `limit` bytes of `text`, UTF-8 (the parser checked it), never cut inside a character: PostgreSQL
+// refuses half of one, and with it the whole batch.
+std::string_view Utf8Prefix(std::string_view text, std::size_t limit) {
+  if (text.size() <= limit) return text;
+  std::size_t end = limit;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // a continuation byte
+  return text.substr(0, end);
+}
+
+// Keeps the batch's expired events for a person, once per record (a re-delivery adds nothing); returns
+// how many are new.
+std::int64_t KeepExpired(pqxx::work& tx, std::string_view topic, const std::vector<const ChargeEvent*>& expired) {
+  const auto r = tx.exec_params(
+      R"sql(
+       INSERT INTO inbox_expired (topic, kafka_partition, kafka_offset, event_id, event_type, charge_id, sequence,
+                                  event_time, record_time, payload)
+        SELECT $1::text, u.k, u.o, u.id::uuid, u.ty, u.c, u.s, 'epoch'::timestamptz + u.t * interval '1 microsecond',
+               'epoch'::timestamptz + NULLIF(u.r, -1) * interval '1 microsecond', u.p
+          FROM unnest($2::int[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::int[], $8::bigint[],
+                      $9::bigint[], $10::text[]) AS u(k, o, id, ty, c, s, t, r, p)
+        ON CONFLICT DO NOTHING)sql",
+      std::string(topic),
+      db::TextArrayOf(expired, [](const ChargeEvent* e) { return static_cast<long long>(e->partition); }),
+      db::TextArrayOf(expired, [](const ChargeEvent* e) { return static_cast<long long>(e->offset); }),
+      db::TextArrayOf(expired, [](const ChargeEvent* e) { return std::string_view(e->event_id); }),
+      db::TextArrayOf(expired, [](const ChargeEvent* e) { return std::string_view(e->event_type); }),
+      db::TextArrayOf(expired, [](const ChargeEvent* e) { return std::string_view(e->charge_id); }),
+      db::TextArrayOf(expired, [](const ChargeEvent* e) { return static_cast<long long>(e->sequence); }),
+      db::TextArrayOf(expired, [](const ChargeEvent* e) { return static_cast<long long>(Micros(e->event_time)); }),
+      // -1, NULL above, for a record without a timestamp: a record's own is never negative (inbox_consumer.cpp).
+      db::TextArrayOf(expired,
+                      [](const ChargeEvent* e) {
+                        return e->record_time ? static_cast<long long>(Micros(*e->record_time)) : -1LL;
+                      }),
+      db::TextArrayOf(expired, [](const ChargeEvent* e) { return Utf8Prefix(e->payload, kExpiredPayloadLimit); }));
+  return static_cast<std::int64_t>(r.affected_rows());
+}
+
 }  // namespace
 
 PgInbox::PgInbox(std::string database_url, std::string application_name, db::ConnectionSettings settings)
@@ -299,37 +337,40 @@ BatchOutcome PgInbox::ApplyIn(pqxx::work& tx, const std::vector<const ChargeEven
   return outcome;
 }
 
-db::DbResult<BatchOutcome> PgInbox::Apply(const std::vector<ChargeEvent>& events,
+db::DbResult<BatchOutcome> PgInbox::Apply(std::string_view topic, const std::vector<ChargeEvent>& events,
                                           const std::vector<RejectedMessage>& rejected, EventHandler& handler,
-                                          const GapOptions& gaps, int retention_days) {
-  auto result = ApplyOnce(events, rejected, handler, gaps, retention_days, /*careful=*/false);
+                                          const GapOptions& gaps, const EventExpiry& expiry) {
+  auto result = ApplyOnce(topic, events, rejected, handler, gaps, expiry, /*careful=*/false);
   if (result || result.error().code != db::DbErrc::kFailed || result.error().detail.rfind("23505", 0) != 0) {
     return result;
   }
   // A row of the batch exists already: an event in the inbox (progress and inbox disagree), or a charge
   // another consumer instance created meanwhile. Once more, with the inbox insert skipping known ids.
   spdlog::warn("inbox: a row of the batch exists already ({}); trying the batch again", result.error().detail);
-  return ApplyOnce(events, rejected, handler, gaps, retention_days, /*careful=*/true);
+  return ApplyOnce(topic, events, rejected, handler, gaps, expiry, /*careful=*/true);
 }
 
-db::DbResult<BatchOutcome> PgInbox::ApplyOnce(const std::vector<ChargeEvent>& events,
+db::DbResult<BatchOutcome> PgInbox::ApplyOnce(std::string_view topic, const std::vector<ChargeEvent>& events,
                                               const std::vector<RejectedMessage>& rejected, EventHandler& handler,
-                                              const GapOptions& gaps, int retention_days, bool careful) {
+                                              const GapOptions& gaps, const EventExpiry& expiry, bool careful) {
   return Run<BatchOutcome>([&](pqxx::connection& conn) {
-    const auto horizon = std::chrono::system_clock::now() - std::chrono::hours{24} * retention_days;
+    // By the record's time, as the topic's retention goes: an event the topic still holds is never too
+    // old, however old its ce_time (an event published late, a new group reading from the start). And by
+    // its own time past progress retention, where its charge's progress may be gone: an old event sent
+    // again as a new record (a replay from an archive) could no longer be recognised.
+    const auto now = std::chrono::system_clock::now();
+    const auto record_horizon = now - std::chrono::hours{24} * expiry.retention_days;
+    const auto event_horizon = now - std::chrono::hours{24} * expiry.progress_retention_days;
     std::vector<const ChargeEvent*> current;
+    std::vector<const ChargeEvent*> expired;
     current.reserve(events.size());
-    std::int64_t expired = 0;
     for (const auto& e : events) {
-      if (e.event_time < horizon) {
-        ++expired;
-      } else {
-        current.push_back(&e);
-      }
+      const bool too_old = e.record_time.value_or(e.event_time) < record_horizon || e.event_time < event_horizon;
+      (too_old ? expired : current).push_back(&e);
     }
     pqxx::work tx(conn);
     auto outcome = ApplyIn(tx, current, {}, {}, handler, gaps, careful);
-    outcome.expired = expired;
+    if (!expired.empty()) outcome.expired = KeepExpired(tx, topic, expired);
     if (!rejected.empty()) {
       const auto r = tx.exec_params(
           R"sql(
