@@ -119,6 +119,8 @@ InboxProbe::InboxProbe(metrics::Registry& registry)
                           "Messages on the assigned partitions not yet applied (high watermark minus position)")),
       held_now_(metrics::Gauge(registry, "inbox_held_events",
                                "Events held past a gap, waiting for the events before them")),
+      expired_kept_(metrics::Gauge(registry, "inbox_expired_events",
+                                   "Events not applied because they were too old, kept in inbox_expired for a person")),
       assigned_(metrics::Gauge(registry, "inbox_assigned_partitions",
                                "Partitions of the topic assigned to this instance")) {}
 
@@ -138,6 +140,7 @@ void InboxProbe::BatchFailed() { batch_failures_.Increment(); }
 void InboxProbe::CommitFailed() { commit_failures_.Increment(); }
 void InboxProbe::LagChanged(std::int64_t delta) { lag_.Increment(static_cast<double>(delta)); }
 void InboxProbe::Held(std::int64_t events) { held_now_.Set(static_cast<double>(events)); }
+void InboxProbe::ExpiredKept(std::int64_t events) { expired_kept_.Set(static_cast<double>(events)); }
 void InboxProbe::AssignedChanged(std::int64_t delta) { assigned_.Increment(static_cast<double>(delta)); }
 
 struct InboxConsumer::Impl {
@@ -421,6 +424,7 @@ struct InboxConsumer::Impl {
       }
     }
     if (const auto held = store.HeldCount()) probe.Held(*held);
+    if (const auto expired = store.ExpiredCount()) probe.ExpiredKept(*expired);
   }
 
   void Retention() {

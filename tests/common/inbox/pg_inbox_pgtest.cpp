@@ -391,6 +391,7 @@ TEST_F(PgInboxTest, AnEventWhoseRecordIsPastRetentionIsKeptInInboxExpiredNotAppl
   EXPECT_EQ(db_->Scalar("SELECT (extract(epoch FROM record_time) * 1000000)::bigint FROM inbox_expired"),
             std::to_string(util::ToUnixMicros(*old.record_time)));
   EXPECT_EQ(db_->Scalar("SELECT (seen_at > now() - interval '1 minute')::text FROM inbox_expired"), "true");
+  EXPECT_EQ(inbox->ExpiredCount().value(), 1);
 
   // Read again (a re-delivery): kept once, counted once.
   EXPECT_EQ(Apply(*inbox, {old}).expired, 0);

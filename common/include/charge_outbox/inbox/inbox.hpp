@@ -96,6 +96,7 @@ class InboxProbe {
   // Lag and assignment are the process's, the sum over its consumers: each reports its own changes.
   void LagChanged(std::int64_t delta);
   void Held(std::int64_t events);
+  void ExpiredKept(std::int64_t events);  // the rows of inbox_expired
   void AssignedChanged(std::int64_t delta);
 
  private:
@@ -113,6 +114,7 @@ class InboxProbe {
   prometheus::Histogram& batch_seconds_;
   prometheus::Gauge& lag_;
   prometheus::Gauge& held_now_;
+  prometheus::Gauge& expired_kept_;
   prometheus::Gauge& assigned_;
 };
 

@@ -417,6 +417,14 @@ db::DbResult<std::int64_t> PgInbox::HeldCount() {
   });
 }
 
+db::DbResult<std::int64_t> PgInbox::ExpiredCount() {
+  return Run<std::int64_t>([](pqxx::connection& conn) {
+    pqxx::nontransaction tx(conn);
+    return tx.exec_params1("SELECT count(*) FROM (SELECT 1 FROM inbox_expired LIMIT $1) AS kept", kExpiredCountLimit)[0]
+        .as<std::int64_t>();
+  });
+}
+
 db::DbResult<RetentionReport> PgInbox::RunRetention(const InboxRetention& policy) {
   return Run<RetentionReport>([&](pqxx::connection& conn) {
     RetentionReport report;

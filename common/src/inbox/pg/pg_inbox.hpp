@@ -29,6 +29,9 @@ struct RejectedMessage {
 inline constexpr std::size_t kRejectedValueLimit = 64 * 1024;
 // An expired event's payload is kept for a person like a rejected message's value, cut as short.
 inline constexpr std::size_t kExpiredPayloadLimit = kRejectedValueLimit;
+// ExpiredCount counts no further: enough to say that a person has rows to look at, and cheap every sweep
+// even after a replay of old data expired millions (the table has the exact number).
+inline constexpr std::int64_t kExpiredCountLimit = 100'000;
 
 // When an event is too old to apply (docs/inbox.md, "Retention"): it is then kept in inbox_expired.
 struct EventExpiry {
@@ -77,6 +80,8 @@ class PgInbox {
   // Applies held events whose wait is over (policy kApply), up to `limit` charges per call.
   db::DbResult<BatchOutcome> ReleaseDue(EventHandler& handler, const GapOptions& gaps, int limit);
   db::DbResult<std::int64_t> HeldCount();
+  // The rows of inbox_expired, up to kExpiredCountLimit.
+  db::DbResult<std::int64_t> ExpiredCount();
   db::DbResult<RetentionReport> RunRetention(const InboxRetention& policy);
 
  private:
