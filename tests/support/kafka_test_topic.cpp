@@ -2,6 +2,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 
@@ -65,19 +66,24 @@ KafkaTestTopic::KafkaTestTopic(const std::string& prefix, int partitions)
 }
 
 void KafkaTestTopic::Produce(const std::string& key, const std::string& value,
-                             const std::map<std::string, std::string>& headers) const {
+                             const std::map<std::string, std::string>& headers,
+                             std::optional<std::chrono::system_clock::time_point> timestamp) const {
   auto producer = MakeClient(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstrap_}, {"acks", "all"}});
   rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size());
   for (const auto& [k, v] : headers) {
     rd_kafka_header_add(hdrs, k.data(), static_cast<ssize_t>(k.size()), v.data(), static_cast<ssize_t>(v.size()));
   }
+  // 0: librdkafka stamps the record when it is produced.
+  const std::int64_t timestamp_ms =
+      timestamp ? std::chrono::duration_cast<std::chrono::milliseconds>(timestamp->time_since_epoch()).count() : 0;
   // librdkafka's RD_KAFKA_V_* macros are C casts; they are its public API.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wold-style-cast"
   const auto err = rd_kafka_producev(producer.get(), RD_KAFKA_V_TOPIC(name_.c_str()),
                                      RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
                                      RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-                                     RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+                                     RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
+                                     RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_END);
 #pragma GCC diagnostic pop
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     rd_kafka_headers_destroy(hdrs);

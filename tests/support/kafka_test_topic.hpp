@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,11 @@ class KafkaTestTopic {
   const std::string& name() const { return name_; }
   const std::string& bootstrap_servers() const { return bootstrap_; }
 
-  // Produces one message with acks=all and waits for its delivery report; throws on failure.
+  // Produces one message with acks=all and waits for its delivery report; throws on failure. The record's
+  // timestamp (CreateTime) is `timestamp`, to the millisecond, or the time of the call.
   void Produce(const std::string& key, const std::string& value,
-               const std::map<std::string, std::string>& headers = {}) const;
+               const std::map<std::string, std::string>& headers = {},
+               std::optional<std::chrono::system_clock::time_point> timestamp = std::nullopt) const;
 
   // Reads from the beginning with a fresh consumer group until `count` messages arrived or `timeout`
   // passed; returns what arrived (the caller asserts on the count).

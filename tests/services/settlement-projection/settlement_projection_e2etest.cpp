@@ -2,7 +2,8 @@
 // crashing relay, a consumer killed between its database commit and its offset commit, a rebalance
 // between two instances with one killed, and events arriving out of order across a gap. Every test ends
 // by comparing the projection with its source, exactly: a duplicate applied twice, an event skipped or
-// applied out of order shows up as a wrong count or amount, or a wrong last sequence.
+// applied out of order shows up as a wrong count or amount, or a wrong last sequence. And events expired by
+// their record's timestamp, not by their own time.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -28,6 +29,7 @@ constexpr const char* kDuplicate = R"(inbox_events_total{outcome="duplicate"})";
 constexpr const char* kHeld = R"(inbox_events_total{outcome="held"})";
 constexpr const char* kReleased = R"(inbox_events_total{outcome="released"})";
 constexpr const char* kRejected = R"(inbox_events_total{outcome="rejected"})";
+constexpr const char* kExpired = R"(inbox_events_total{outcome="expired"})";
 constexpr const char* kAssigned = "inbox_assigned_partitions";
 
 std::string TestName() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
@@ -183,9 +185,11 @@ class SettlementProjectionOutOfOrderE2E : public SettlementProjectionE2E {
     std::string currency = "EUR";
   };
 
-  // Sends event `sequence` of `c` with status `status` at `time`; returns its ce_id.
+  // Sends event `sequence` of `c` with status `status` at `time`, in a record stamped `record_time` (now
+  // when none); returns its ce_id.
   std::string Produce(const Charge& c, int sequence, const std::string& status, std::chrono::system_clock::time_point time,
-                      std::string event_id = NewUuid()) {
+                      std::string event_id = NewUuid(),
+                      std::optional<std::chrono::system_clock::time_point> record_time = std::nullopt) {
     const auto at = util::FormatRfc3339(time);
     const boost::json::object payload{{"id", c.id},           {"merchant_id", c.merchant}, {"order_id", "order-1"},
                                       {"amount", c.amount},   {"currency", c.currency},    {"status", status},
@@ -198,7 +202,8 @@ class SettlementProjectionOutOfOrderE2E : public SettlementProjectionE2E {
                                   {"ce_type", "payments.charge." + type + ".v1"},
                                   {"ce_time", at},
                                   {"ce_subject", c.id},
-                                  {"content-type", "application/json"}});
+                                  {"content-type", "application/json"}},
+                                 record_time);
     return event_id;
   }
 
@@ -324,6 +329,33 @@ TEST_F(SettlementProjectionOutOfOrderE2E, UnderTheHoldPolicyAGapStaysHeld) {
   EXPECT_EQ(f().projection_db().Scalar("SELECT count(*) FROM inbox_gaps"), "0");
   EXPECT_EQ(ProjectionTotals(f().projection_db()), (TotalsByKey{{TotalsKey(v.merchant, Day(now), "EUR"), {1, 500}}}));
   EXPECT_EQ(InboxProgress(f().projection_db()), (std::map<std::string, int>{{z.id, 1}, {v.id, 2}}));
+}
+
+// Issue 41: the inbox expires an event by its record's timestamp, as the topic's retention does, not by
+// its ce_time. A charge whose events are published days after they happened (parked, then retried; or
+// read from the start by a new group) is applied; a charge whose records are themselves older than the
+// inbox's window is not, and is left for a person in inbox_expired, with its gauge, not only counted.
+TEST_F(SettlementProjectionOutOfOrderE2E, EventsExpireByTheirRecordsTimeNotByTheirOwn) {
+  auto projection = Start({{"INBOX_RETENTION_DAYS", "1"}});
+  const auto now = std::chrono::system_clock::now();
+  Charge late{.amount = 1'500};
+  Produce(late, 1, "pending", now - 72h);
+  Produce(late, 2, "captured", now - 72h + 1s);
+  Charge old{.merchant = late.merchant, .amount = 2'500};
+  const auto old1 = Produce(old, 1, "pending", now - 50h, NewUuid(), now - 49h);
+  const auto old2 = Produce(old, 2, "captured", now - 50h + 1s, NewUuid(), now - 49h);
+  ASSERT_TRUE(Eventually([&] { return Progress(late) == 2 && Metric(*projection, "inbox_expired_events") == 2.0; }, 10s))
+      << projection->Output();
+
+  EXPECT_EQ(Metric(*projection, kApplied), 2.0);
+  EXPECT_EQ(Metric(*projection, kExpired), 2.0);
+  EXPECT_EQ(Progress(old), 0);
+  EXPECT_EQ(f().projection_db().Scalar("SELECT string_agg(event_id || ' ' || charge_id || ' ' || sequence, ',' ORDER BY"
+                                       " sequence) FROM inbox_expired WHERE record_time < now() - interval '48 hours'"),
+            old1 + " " + old.id + " 1," + old2 + " " + old.id + " 2");
+  EXPECT_EQ(ProjectionTotals(f().projection_db()),
+            (TotalsByKey{{TotalsKey(late.merchant, Day(now - 72h + 1s), "EUR"), {1, 1'500}}}));
+  EXPECT_EQ(InboxProgress(f().projection_db()), (std::map<std::string, int>{{late.id, 2}}));
 }
 
 }  // namespace
