@@ -158,6 +158,7 @@ asio::awaitable<DbResult<charges::BeginResult>> FakeChargeStore::Begin(const cha
   t_.events_.push_back(FakeEvent{c.id, "payments.charge.initiated.v1", 1});
   const auto id = c.id;
   auto& inserted = t_.rows_.emplace(id, std::move(row)).first->second;
+  if (t_.TakeLostAnswer("Begin")) co_return db::DbError{db::DbErrc::kInDoubt, "connection lost after the commit"};
   co_return charges::BeginResult{charges::BeginOutcome::kCreated, t_.Refresh(inserted).charge, 1, request_id};
 }
 

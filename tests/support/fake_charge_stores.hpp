@@ -67,6 +67,20 @@ class FakeChargeTable {
   void FailNext(const std::string& operation, db::DbErrc code) { failures_[operation].push_back(code); }
   // Runs `action` once, just before the next call of `operation` does its work.
   void Before(const std::string& operation, std::function<void()> action) { before_[operation].push_back(std::move(action)); }
+  // The same, just before the n-th call from now (1: the next).
+  void BeforeCall(const std::string& operation, int n, std::function<void()> action) {
+    if (n <= 1) return Before(operation, std::move(action));
+    Before(operation, [this, operation, n, action = std::move(action)] { BeforeCall(operation, n - 1, action); });
+  }
+  // The next call of `operation` ("Begin") does its work, commits, and then reports kInDoubt, as when the
+  // connection dies after the commit and before its answer.
+  void LoseAnswerNext(const std::string& operation) { ++lost_answers_[operation]; }
+  bool TakeLostAnswer(const std::string& operation) {
+    auto& lost = lost_answers_[operation];
+    if (lost <= 0) return false;
+    --lost;
+    return true;
+  }
   // How many times `operation` was called.
   int Calls(const std::string& operation) const;
 
@@ -86,6 +100,7 @@ class FakeChargeTable {
   std::map<std::string, std::vector<db::DbErrc>> failures_;
   std::map<std::string, std::vector<std::function<void()>>> before_;
   std::map<std::string, int> calls_;
+  std::map<std::string, int> lost_answers_;
   int next_id_ = 1;
   friend class FakeChargeStore;
 };

@@ -93,6 +93,31 @@ TEST(ToResponse, EveryErrorIsProblemJsonWithItsStatus) {
   EXPECT_EQ(invalid.at("field").as_string(), "amount");
 }
 
+// Issue 41, defect 1: no answer claims what the server cannot know. A 503 is given while the database does
+// not answer (or our own acquirer queue is full), when the key may already have a captured charge: it
+// never says "nothing was charged" and tells the client to keep the key. A 422 says what this request
+// did (nothing) and names the key's charge, and never invites a new key. Before the fix the 503 said
+// "Nothing was charged" and the 422 "nothing was charged. Use a new key for a new charge".
+TEST(ToResponse, NoRetryableAnswerClaimsNothingWasChargedOrInvitesANewKey) {
+  for (const auto code : {ApiErrc::kDatabaseUnavailable, ApiErrc::kAcquirerBusy, ApiErrc::kRateLimited,
+                          ApiErrc::kRequestInFlight, ApiErrc::kInternal, ApiErrc::kIdempotencyKeyReused}) {
+    const auto r = ToResponse(ApiError{code, "db down", "", std::chrono::seconds{1}, "ch_5"});
+    const std::string detail(json::parse(r.body()).at("detail").as_string());
+    EXPECT_THAT(detail, ::testing::Not(HasSubstr("othing was charged"))) << r.result_int();
+    EXPECT_THAT(detail, ::testing::Not(HasSubstr("new key for"))) << r.result_int();
+    EXPECT_THAT(detail, ::testing::Not(HasSubstr("Use a new key"))) << r.result_int();
+  }
+  for (const auto code : {ApiErrc::kDatabaseUnavailable, ApiErrc::kAcquirerBusy}) {
+    const std::string detail(json::parse(ToResponse(ApiError{code}).body()).at("detail").as_string());
+    EXPECT_THAT(detail, HasSubstr("same key")) << detail;
+    EXPECT_THAT(detail, HasSubstr("do not start over with a new key")) << detail;
+  }
+  const auto reused = json::parse(ToResponse(ApiError{ApiErrc::kIdempotencyKeyReused, "", "", {}, "ch_5"}).body());
+  EXPECT_EQ(reused.at("charge_id").as_string(), "ch_5");
+  EXPECT_THAT(std::string(reused.at("detail").as_string()), HasSubstr("This request did nothing"));
+  EXPECT_THAT(std::string(reused.at("detail").as_string()), HasSubstr("GET /v1/charges/ch_5"));
+}
+
 TEST(BearerKey, ParsesTheSchemeCaseInsensitively) {
   EXPECT_EQ(BearerKey("Bearer sk_test_1"), "sk_test_1");
   EXPECT_EQ(BearerKey("bearer   sk_test_1 "), "sk_test_1");

@@ -422,6 +422,122 @@ TEST_F(ChargeServiceTest, AReplayOfAFlaggedChargeAnswersItsCurrentState) {
   EXPECT_EQ(boost::json::parse(got.body()), boost::json::parse(replay.body()));
 }
 
+// Issue 41, defect 2: an intent whose commit stays unknown (the connection died after the commit, and the
+// re-check found the database gone) is answered 503 without a word about the key's charge, nothing is
+// sent, and the attempt 1 it left unfinished goes on record as never sent as soon as the database takes
+// it. Before the fix that attempt stayed unfinished ("a capture may have left"), and the reconciler's
+// default policy later captured a charge whose client was only told to retry.
+TEST_F(ChargeServiceTest, AnIntentWhoseCommitStaysUnknownIs503AndItsUnsentAttemptGoesOnRecord) {
+  Script({});
+  table_.LoseAnswerNext("Begin");
+  table_.BeforeCall("Begin", 2, [&] { table_.FailNext("Begin", db::DbErrc::kUnavailable); });
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 503);
+  const auto body = boost::json::parse(r.body()).as_object();
+  EXPECT_EQ(body.at("type").as_string(), "urn:charge-outbox:problem:unavailable");
+  EXPECT_EQ(std::string(body.at("detail").as_string()).find("othing was charged"), std::string::npos);
+  EXPECT_TRUE(acquirer_->captures.empty());
+  const auto id = Charge().id;
+  EXPECT_TRUE(Await(store_.ReadAttemptHistory(id))->capture_may_have_left);
+  EXPECT_EQ(late_records_.Outstanding(), 1);
+
+  late_io_.run();
+  EXPECT_EQ(late_records_.Outstanding(), 0);
+  EXPECT_FALSE(Await(store_.ReadAttemptHistory(id))->capture_may_have_left);
+  EXPECT_FALSE(Charge().owner_id.has_value());  // its lease given back: a retry takes over at once
+}
+
+TEST_F(ChargeServiceTest, AnUnsentAttemptTheDatabaseRefusesIsKeptUntilItIsOnRecord) {
+  Script({});
+  table_.LoseAnswerNext("Begin");
+  table_.BeforeCall("Begin", 2, [&] { table_.FailNext("Begin", db::DbErrc::kUnavailable); });
+  for (int i = 0; i < 3; ++i) table_.FailNext("AbandonIntent", db::DbErrc::kUnavailable);
+  EXPECT_EQ(Create().result_int(), 503);
+  late_io_.run();
+  EXPECT_EQ(table_.Calls("AbandonIntent"), 4);
+  EXPECT_FALSE(Await(store_.ReadAttemptHistory(Charge().id))->capture_may_have_left);
+}
+
+// ... and a run answered 503 acquirer-busy (nothing left: our own pool was full) whose release could not
+// be written keeps its not_sent finish until it is on record.
+TEST_F(ChargeServiceTest, ABusyRunsNotSentFinishIsKeptWhenItsReleaseCannotBeWritten) {
+  auto queued = OutcomeOf(OutcomeKind::kNotSent);
+  queued.transport = acquirer::TransportStatus::kPoolTimedOut;
+  Script({Step{queued, 100ms}, Step{queued, 100ms}});
+  table_.FailNext("Release", db::DbErrc::kUnavailable);
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 503);
+  EXPECT_EQ(boost::json::parse(r.body()).at("type").as_string(), "urn:charge-outbox:problem:acquirer-busy");
+  EXPECT_TRUE(Await(store_.ReadAttemptHistory(Charge().id))->capture_may_have_left);
+  late_io_.run();
+  EXPECT_FALSE(Await(store_.ReadAttemptHistory(Charge().id))->capture_may_have_left);
+}
+
+// Issue 41, defect 4: a proof of capture against a `failed` another actor wrote first, whose review flag
+// cannot be written, is answered "under review", never with the failure's "no money was taken". Before
+// the fix the client got the contradicted 402 while charge-api held the acquirer's 201.
+TEST_F(ChargeServiceTest, AContradictionWhoseFlagCannotBeWrittenIsAnsweredUnderReview) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("Complete", [&] { AnotherActorWrites(Charge().id, ChargeStatus::kFailed, "not_captured"); });
+  table_.FailNext("FlagForReview", db::DbErrc::kFailed);
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Status(r), "needs_review");
+  EXPECT_EQ(boost::json::parse(r.body()).at("failure_reason").as_string(), "acquirer_capture_contradicts_failed");
+  EXPECT_EQ(Charge().status, ChargeStatus::kFailed);  // the record waits for a person or the window report
+}
+
+// ... and one another actor flagged first is answered as it is now: under review.
+TEST_F(ChargeServiceTest, AContradictionFlaggedFirstByAnotherActorIsAnsweredAsItIsNow) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("Complete", [&] { AnotherActorWrites(Charge().id, ChargeStatus::kFailed, "not_captured"); });
+  table_.Before("FlagForReview",
+                [&] { AnotherActorWrites(Charge().id, ChargeStatus::kNeedsReview, "window_mismatch"); });
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Status(r), "needs_review");
+  EXPECT_EQ(boost::json::parse(r.body()).at("failure_reason").as_string(), "window_mismatch");
+}
+
+// Issue 41, defect 5: a request that lost its charge between two attempts (its lease ran out while it
+// backed off, and the reconciler claimed the charge) sends no further capture, and answers with what the
+// charge is now. Before the fix its next attempt was recorded and sent beside the reconciler's work.
+TEST_F(ChargeServiceTest, ARequestThatLostItsChargeBetweenAttemptsSendsNothingMore) {
+  Script({Answer(OutcomeKind::kTimedOut), Answer(OutcomeKind::kCaptured, CaptureOf())});
+  table_.Before("StartAttempt", [&] {
+    auto& row = table_.row(Charge().id);
+    row.charge.owner_id = "reconciler/run";
+    row.lease_expires_at = clock_.WallNow() + 90s;
+  });
+  const auto r = Create();
+  EXPECT_EQ(acquirer_->captures.size(), 1u);
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Status(r), "pending");
+  EXPECT_EQ(Charge().owner_id, "reconciler/run");  // not given back: it is not this request's
+}
+
+// Issue 41, defect 6: a takeover judges the deadline as of its lookup's answer: one whose lookup ended
+// past the deadline captures nothing. Before the fix it judged it before the lookup and then captured.
+TEST_F(ChargeServiceTest, ATakeoverWhoseLookupEndsPastTheDeadlineCapturesNothing) {
+  DeadOwnersCharge(1h - 1s);
+  Script({Step{OutcomeOf(OutcomeKind::kNotFound), 2s}, Answer(OutcomeKind::kCaptured, CaptureOf())});
+  const auto r = Create();
+  EXPECT_EQ(r.result_int(), 202);
+  EXPECT_TRUE(acquirer_->captures.empty());
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+}
+
+// Issue 41, defect 8: the answer carries the database's time, the same the charge and its event carry.
+TEST_F(ChargeServiceTest, TheAnswerCarriesTheTimeTheStatementWrote) {
+  Script({Answer(OutcomeKind::kCaptured, CaptureOf())});
+  const auto r = Create();
+  ASSERT_EQ(r.result_int(), 201);
+  const auto updated = std::string(boost::json::parse(r.body()).at("updated_at").as_string());
+  EXPECT_EQ(updated, charges::FormatTimestamp(Charge().updated_at));
+  EXPECT_NE(updated, "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(Create().body(), r.body());  // the replay is the stored answer, byte for byte
+}
+
 // Issue 14, defect 10 (docs/openapi.yaml's 404 is problem+json): an id that is not a charge id is not
 // echoed, since GET /v1/charges/%FF decodes to a byte that is not UTF-8 and the body would not be JSON.
 TEST_F(ChargeServiceTest, AnIdThatIsNotAChargeIdIs404WithAJsonBodyWhateverItsBytes) {

@@ -98,5 +98,45 @@ TEST(HungDatabaseE2E, ChargesHear503WithinTheDeadlineWhileTheDatabaseIsBlackHole
   fs::remove_all(dir);
 }
 
+// Issue 41, defect 1, as a new user saw it: a charge is captured (201), then the database stops
+// answering. A replay of its key, a GET of it and a POST under a new key all get 503, and none of them
+// says "nothing was charged": the money was taken, and a client that believed it and started over under a
+// new key would pay twice. Each keeps the client on its key (or GET). Before the fix all three said
+// "Nothing was charged. Retry with the same Idempotency-Key."
+TEST(HungDatabaseE2E, While503ForADatabaseOutageNoAnswerSaysNothingWasCharged) {
+  const auto db = PgTestDatabase::Create("outage_words", PgTestDatabase::Schema::kMigrated);
+  InsertMerchant(*db, kMerchant, kApiKey);
+  const auto dir = fs::temp_directory_path() / UniqueName("outage_words_e2e");
+  const int sim_port = FreeLoopbackPort();
+  ServiceProcess sim({ACQUIRER_SIM_BIN}, EnvChanges{{"HTTP_PORT", std::to_string(sim_port)},
+                                                    {"DATA_DIR", (dir / "sim").string()},
+                                                    {"AUTH_API_KEYS", kAcquirerKey}});
+  FaultProxy proxy(UriEndpoint(db->url()).host, UriEndpoint(db->url()).port);
+  auto env = FastChargeApiEnv(WithEndpoint(db->url(), {"127.0.0.1", proxy.port()}), sim_port, kAcquirerKey);
+  env["DATABASE_CONNECT_TIMEOUT"] = "2s";
+  env["DATABASE_STATEMENT_TIMEOUT"] = "1s";
+  env["DATABASE_CALL_TIMEOUT"] = "2s";
+  ServiceProcess api({CHARGE_API_BIN}, env);
+  const auto captured = PostCharge(api.port(), "outage-paid");
+  ASSERT_EQ(captured.status(), 201u) << captured.response.body();
+  const std::string id(captured.json().at("id").as_string());
+
+  proxy.BlackHole();
+  HttpTestClient client(api.port(), "127.0.0.1", 60s);
+  const auto get = client.Get("/v1/charges/" + id, {{"Authorization", std::string("Bearer ") + kApiKey}});
+  for (const auto& [what, r] : {std::pair{"a replay of the captured charge's key", PostCharge(api.port(), "outage-paid")},
+                                std::pair{"a GET of the captured charge", get},
+                                std::pair{"a POST under a new key", PostCharge(api.port(), "outage-new")}}) {
+    ASSERT_EQ(r.status(), 503u) << what << ": " << r.response.body();
+    const auto problem = r.json().as_object();
+    const std::string detail(problem.at("detail").as_string());
+    EXPECT_EQ(detail.find("othing was charged"), std::string::npos) << what << ": " << detail;
+    EXPECT_NE(detail.find("says nothing about the charge"), std::string::npos) << what << ": " << detail;
+    EXPECT_NE(detail.find("same key"), std::string::npos) << what << ": " << detail;
+  }
+  proxy.Pass();
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace charge_outbox::testing

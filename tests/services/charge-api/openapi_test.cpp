@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <boost/json/parse.hpp>
+
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "api_responses.hpp"
 #include "charge_request.hpp"
 #include "router.hpp"
 
@@ -72,6 +76,61 @@ TEST(OpenApi, EveryChargeRouteDocumentsTheDatabaseOutageAndEveryPathTheUndeclare
     EXPECT_TRUE(doc["paths"][path][method]["responses"]["503"].IsDefined()) << method << " " << path;
   }
   EXPECT_TRUE(doc["components"]["responses"]["MethodNotAllowed"]["headers"]["Allow"].IsDefined());
+}
+
+// Issue 41, defect 1: every answer charge-api can give is in exactly one of the two lists of
+// x-idempotency-key-answers (definitive for the key, or "retry with the same key or GET"), and the lists
+// name nothing it cannot give.
+TEST(OpenApi, EveryAnswerIsInExactlyOneListOfTheKeysAnswers) {
+  const auto lists = Document()["x-idempotency-key-answers"];
+  ASSERT_TRUE(lists.IsDefined());
+  using Answer = std::pair<int, std::string>;  // status, problem type ("" for a charge body)
+  std::map<Answer, std::vector<std::string>> listed;
+  for (const auto* name : {"definitive", "retry-with-the-same-key-or-get"}) {
+    for (const auto& a : lists[name]) {
+      listed[{a["status"].as<int>(), a["type"] ? a["type"].as<std::string>() : ""}].push_back(name);
+    }
+  }
+  std::set<Answer> given;
+  const auto give = [&](const http::Response& r) {
+    std::string type;
+    if (r.result_int() >= 400 || r.result_int() == 402) {
+      type = std::string(boost::json::parse(r.body()).at("type").as_string());
+    }
+    given.insert({static_cast<int>(r.result_int()), type});
+  };
+  for (const auto code : {ApiErrc::kMissingIdempotencyKey, ApiErrc::kMalformedIdempotencyKey, ApiErrc::kInvalidField,
+                          ApiErrc::kUnauthorized, ApiErrc::kUnsupportedMediaType, ApiErrc::kNotFound,
+                          ApiErrc::kMethodNotAllowed, ApiErrc::kIdempotencyKeyReused, ApiErrc::kRequestInFlight,
+                          ApiErrc::kDatabaseUnavailable, ApiErrc::kTooManyFailedAuthentications,
+                          ApiErrc::kRateLimited, ApiErrc::kAcquirerBusy, ApiErrc::kInternal}) {
+    give(ToResponse(ApiError{code, "", "amount", std::chrono::seconds{1}, "ch_1"}));
+  }
+  charges::Charge c;
+  c.id = "0f8fad5b-d9cb-469f-a165-70867728950e";
+  for (const auto status : {charges::ChargeStatus::kCaptured, charges::ChargeStatus::kPending,
+                            charges::ChargeStatus::kNeedsReview, charges::ChargeStatus::kFailed,
+                            charges::ChargeStatus::kCanceled}) {
+    c.status = status;
+    give(ToHttp(ResponseFor(c), c.public_id(), false));
+  }
+  c.status = charges::ChargeStatus::kFailed;
+  c.decline_code = "card_declined";
+  give(ToHttp(ResponseFor(c), c.public_id(), false));
+  // The HTTP server's own refusals, before any handler: a malformed request, a body or header too large,
+  // a handler that threw.
+  for (const int status : {400, 413, 431, 500}) given.insert({status, "about:blank"});
+
+  for (const auto& answer : given) {
+    const auto it = listed.find(answer);
+    ASSERT_NE(it, listed.end()) << answer.first << " " << answer.second << " is in neither list";
+    EXPECT_EQ(it->second.size(), 1u) << answer.first << " " << answer.second << " is in both lists";
+  }
+  for (const auto& [answer, names] : listed) {
+    EXPECT_TRUE(given.contains(answer)) << answer.first << " " << answer.second << " is listed but never given";
+  }
+  // The definitive ones, exactly: a capture, and the two ways of saying no money was kept.
+  EXPECT_EQ(lists["definitive"].size(), 3u);
 }
 
 }  // namespace

@@ -165,6 +165,102 @@ TEST_F(PendingSweepTest, PastTheDeadlineAnUnconfirmedChargeGoesToReviewWhateverT
   EXPECT_TRUE(acquirer_->captures.empty());
 }
 
+// Issue 41, defect 2: a charge none of whose capture attempts ever left (its only one is on record as
+// not sent: a 503 acquirer-busy, an intent whose commit was never confirmed) fails without a lookup, and
+// is never resubmitted. Before the fix two not-found looks made the default policy capture it, behind the
+// back of a client that was told only to retry and may have paid under a new key since.
+TEST_F(PendingSweepTest, AChargeNoCaptureOfWhichEverLeftFailsAndIsNeverResubmitted) {
+  auto& first = table_.row(id_).attempts.at(0);
+  first.finished_at = first.started_at;
+  first.outcome = OutcomeKind::kNotSent;
+  first.evidence = acquirer::EvidenceClass::kNotSent;
+  LookedAndFoundNothing(2min);
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kCaptured)});
+  EXPECT_TRUE(acquirer_->captures.empty());
+  EXPECT_TRUE(acquirer_->lookups.empty());
+  EXPECT_EQ(summary.failed, 1);
+  EXPECT_EQ(Charge().status, ChargeStatus::kFailed);
+  EXPECT_EQ(Charge().failure_reason, "acquirer_unreachable");
+}
+
+// ... while one whose capture attempt may have left (its client could have been told 202) is resubmitted.
+TEST_F(PendingSweepTest, AChargeWhoseCaptureMayHaveLeftIsStillResubmitted) {
+  LookedAndFoundNothing(2min);
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kCaptured)});
+  EXPECT_EQ(acquirer_->captures.size(), 1u);
+  EXPECT_EQ(summary.captured, 1);
+}
+
+// Issue 41, defect 3: this run read "captured" before the deadline; another run, past it, set out to void
+// that capture (its void attempt is on record) and died before writing `canceled`. This run's capture must
+// not land over the void: the run voids it too (the same key: the same void) and cancels. Before the fix
+// the capture landed, and the client was replayed 201 for money the acquirer had given back.
+TEST_F(PendingSweepTest, AStaleCaptureDoesNotLandOverAVoidOnRecordAndTheRunVoidsIt) {
+  table_.Before("Complete", [&] {
+    auto& row = table_.row(id_);
+    const int no = ++row.charge.attempt_count;
+    row.attempts.push_back(testing::FakeAttempt{no, "void-of-another-run", acquirer::Operation::kVoid, "reconciler",
+                                                clock_.WallNow(), std::nullopt, std::nullopt, std::nullopt});
+  });
+  const auto summary = Sweep({Answer(OutcomeKind::kCaptured), Answer(OutcomeKind::kVoided)});
+  EXPECT_EQ(summary.captured, 0);
+  ASSERT_EQ(acquirer_->voids.size(), 1u);
+  EXPECT_EQ(acquirer_->voids[0].capture_id, "cap_1");
+  EXPECT_EQ(acquirer_->voids[0].idempotency_key, charges::AcquirerIdempotencyKey(Charge()));
+  EXPECT_EQ(Charge().status, ChargeStatus::kCanceled);
+  EXPECT_EQ(Events(), (std::vector<std::string>{"payments.charge.initiated.v1", "payments.charge.canceled.v1"}));
+}
+
+// Issue 41, defect 4: a proof that contradicts what another actor recorded, and whose review flag cannot
+// be written, is a run error (the run fails and a later one, or the window report, finds it), never
+// "resolved by someone else". Before the fix it was counted already_resolved and the run exited 0.
+TEST_F(PendingSweepTest, AContradictionWhoseFlagCannotBeWrittenIsARunError) {
+  table_.Before("Complete", [&] {
+    auto& row = table_.row(id_);
+    row.charge.status = ChargeStatus::kFailed;
+    row.charge.failure_reason = "acquirer_unreachable";
+    table_.AddEvent(row);
+  });
+  table_.FailNext("FlagForReview", db::DbErrc::kFailed);
+  const auto summary = Sweep({Answer(OutcomeKind::kCaptured)});
+  EXPECT_EQ(summary.errors, 1);
+  EXPECT_EQ(summary.already_resolved, 0);
+  EXPECT_EQ(Charge().status, ChargeStatus::kFailed);
+}
+
+// Issue 41, defect 5: a resubmit whose claim was lost between two attempts (charge-api's retry took the
+// charge over) sends no further capture. Before the fix its second attempt was recorded and sent.
+TEST_F(PendingSweepTest, AResubmitThatLostItsClaimSendsNothingMore) {
+  LookedAndFoundNothing(2min);
+  // StartAttempt calls: the lookup, the resubmit's first attempt, then its second.
+  table_.BeforeCall("StartAttempt", 3, [&] {
+    auto& row = table_.row(id_);
+    row.charge.owner_id = "charge-api/retry";
+    row.lease_expires_at = clock_.WallNow() + 30s;
+  });
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kTimedOut),
+                              Answer(OutcomeKind::kCaptured)});
+  EXPECT_EQ(acquirer_->captures.size(), 1u);
+  EXPECT_EQ(summary.already_resolved, 1);
+  EXPECT_EQ(Charge().status, ChargeStatus::kPending);
+  EXPECT_EQ(Charge().owner_id, "charge-api/retry");
+}
+
+// Issue 41, defect 6: a resubmit answered past the deadline is read as charge-api reads its own captures,
+// a capture to void, and voided. Before the fix the reconciler kept it (`captured`) where charge-api, with
+// the same answer, would have left it to be voided.
+TEST_F(PendingSweepTest, AResubmitAnsweredPastTheDeadlineIsVoidedNotKept) {
+  table_.row(id_).charge.created_at = clock_.WallNow() - (1h - 1s);
+  LookedAndFoundNothing(2min);
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Step{Answer(OutcomeKind::kCaptured).outcome, 2s},
+                              Answer(OutcomeKind::kVoided)});
+  EXPECT_EQ(acquirer_->captures.size(), 1u);
+  ASSERT_EQ(acquirer_->voids.size(), 1u);
+  EXPECT_EQ(summary.captured, 0);
+  EXPECT_EQ(Charge().status, ChargeStatus::kCanceled);
+  EXPECT_EQ(Charge().failure_reason, "deadline_passed_voided");
+}
+
 // Issue 14, defect 6: the run's lines about a charge carry the trace id of the charge's request (the trace
 // its transitions join), whatever trace id the thread holds, from the sweep, the attempt recorder and Settle.
 class PendingSweepTraceTest : public PendingSweepTest {

@@ -526,6 +526,49 @@ TEST_F(ReconcilerE2E, ChargeApiTakeoverWhileTheReconcilerStallsExactlyOneWins) {
   EXPECT_EQ(LedgerEntries("capture", AcquirerKey("race-1")), 1u);
 }
 
+// Issue 41, defect 3: two runs at once (an operator's manual Job beside the schedule). Run A reads
+// "captured" just before the deadline and stalls, past its claim and past the deadline; run B claims the
+// charge, voids that capture and dies before recording `canceled`. A's stale capture must not land over
+// the void, and the charge, still pending, is looked at again and ends canceled. Before the fix A recorded
+// `captured` (a replay then answered 201 for money the acquirer had given back), and with B's write lost
+// nothing ever looked at the charge again.
+TEST_F(ReconcilerE2E, AStalledRunsStaleCaptureNeverLandsOverAnotherRunsVoid) {
+  InsertPending(1, "stale-", "57 seconds");
+  CaptureAtAcquirer("stale-1");
+  const EnvChanges common{{"RECONCILER_GRACE_PERIOD", "0s"}, {"RECONCILER_DEADLINE", "60s"}};
+  auto with = [&](std::string failpoints) {
+    auto env = common;
+    env["FAILPOINTS"] = std::move(failpoints);
+    return ReconcilerEnv(env);
+  };
+  ChildProcess stalled({RECONCILER_BIN}, with("reconciler.before_transition=sleep(9000)"));
+  // Its lookup is on record (its finish is written with the transition, after the stall).
+  ASSERT_TRUE(Eventually([&] {
+    return db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'reconciler'") == "1";
+  }));
+  // A's claim (4 s) lapses while it sleeps; by then the charge is past its deadline too.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Field("stale-1", "lease_expires_at < now() AND created_at < now() - interval '60 seconds'") == "t";
+      },
+      10s))
+      << Field("stale-1", "status || ' ' || coalesce(owner_id, '-') || ' ' || coalesce(lease_expires_at::text, '-') || "
+                          "' ' || (now() - created_at)::text");
+  const auto voider = RunProcess({RECONCILER_BIN}, with("reconciler.before_transition=crash"), 30s);
+  EXPECT_EQ(voider.term_signal, SIGKILL) << voider.out << voider.err;
+  ASSERT_EQ(LedgerEntries("void", AcquirerKey("stale-1")), 1u);
+  ASSERT_EQ(Status("stale-1"), "pending");  // the voiding run's `canceled` was lost with it
+
+  const auto stale = stalled.Wait(30s);
+  EXPECT_EQ(SummaryOf(stale.out).at("captured").as_int64(), 0) << stale.out;
+  EXPECT_EQ(Status("stale-1"), "pending");
+  RunUntil([&] { return Status("stale-1") != "pending"; }, common);
+  EXPECT_EQ(Status("stale-1"), "canceled");
+  EXPECT_EQ(Field("stale-1", "failure_reason"), "deadline_passed_voided");
+  EXPECT_EQ(TerminalEvents("stale-1"), "payments.charge.canceled.v1");
+  EXPECT_EQ(LedgerEntries("capture", AcquirerKey("stale-1")), 1u);
+}
+
 TEST_F(ReconcilerE2E, ClaimedChargeIsInFlightForAChargeApiRetryUntilTheReconcilerResolvesIt) {
   auto api = StartChargeApi({{"FAILPOINTS", "charge.after_acquirer_response=crash"}});
   {
