@@ -282,6 +282,7 @@ asio::awaitable<DbResult<charges::AttemptHistory>> FakeChargeStore::ReadAttemptH
     if (a.operation == acquirer::Operation::kVoid) history.void_attempted = true;
     if (a.operation != acquirer::Operation::kCapture || a.evidence == acquirer::EvidenceClass::kNotSent) continue;
     history.capture_may_have_left = true;
+    if (a.finished_at) history.capture_answered = true;
     last_sent = std::max(last_sent.value_or(a.started_at), a.started_at);
   }
   for (const auto& a : attempts) {

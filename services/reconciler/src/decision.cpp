@@ -58,6 +58,11 @@ Decision NotFound(const LookupFacts& facts, const DecisionOptions& options, util
       case NotFoundPolicy::kResubmit:
         // Past the deadline nothing is captured any more: the customer's client gave up long ago.
         if (facts.past_deadline) return Resolve(charges::UnconfirmedPastDeadline(), "deadline_unconfirmed");
+        // No capture attempt's answer is on record: its client got no answer (its charge-api died) or only a
+        // 503 (an intent whose commit it never learned), and was never told the charge might still happen.
+        // Capturing it now could charge someone who has started over; failing it would trust the lookups
+        // alone. A person decides.
+        if (!facts.capture_answered) return Resolve(charges::NotFoundForReview(), "not_found_unanswered");
         Decision d;
         d.step = Step::kResubmit;
         d.why = "not_found_resubmit";

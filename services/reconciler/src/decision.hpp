@@ -13,7 +13,10 @@
 //                                                                       back by a resubmit
 //   - not found, on one look or within the visibility window         -> stay pending, look again
 //   - not found on repeated looks past the window                    -> policy: resubmit with the same key
-//                                                                       (default), review, or fail (opt-in)
+//                                                                       (default), review, or fail (opt-in);
+//                                                                       resubmit only a charge with an answered
+//                                                                       capture attempt on record (its client
+//                                                                       could have been told 202), else review
 //   - no usable answer                                              -> stay pending, backoff with jitter
 //   - past the deadline and still unconfirmed                        -> needs_review
 #pragma once
@@ -85,6 +88,9 @@ struct LookupFacts {
   // when the first of them started.
   int not_found_looks = 0;
   std::optional<charges::Timestamp> first_not_found_at;
+  // AttemptHistory::capture_answered: its client could have been told 202, so a capture made now (with
+  // the same key) is one the client was told might still happen.
+  bool capture_answered = false;
   charges::Timestamp now{};
 };
 

@@ -202,6 +202,7 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
     }
     // This look is not finished on record yet, so it is not in the history: count it here.
     facts.not_found_looks = history->not_found_looks + 1;
+    facts.capture_answered = history->capture_answered;
     facts.first_not_found_at = history->first_not_found_at.value_or(run.attempts.back().started_at);
   }
   const auto decision = DecideAfterLookup(facts, options_.decision, deps_.random);

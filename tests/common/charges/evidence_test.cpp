@@ -53,8 +53,8 @@ RunFacts RunOf(RunKind kind, OutcomeKind last, CaptureStatus status = CaptureSta
 
 ChargeFacts Before() { return ChargeFacts{false, std::nullopt}; }
 ChargeFacts Past() { return ChargeFacts{true, std::nullopt}; }
-ChargeFacts CleanHistory() { return ChargeFacts{false, AttemptHistory{false, false, 0, std::nullopt}}; }
-ChargeFacts HistoryWithACapture() { return ChargeFacts{false, AttemptHistory{true, false, 0, std::nullopt}}; }
+ChargeFacts CleanHistory() { return ChargeFacts{false, AttemptHistory{.capture_may_have_left = false}}; }
+ChargeFacts HistoryWithACapture() { return ChargeFacts{false, AttemptHistory{.capture_may_have_left = true}}; }
 
 TEST(ReadRun, EveryUnknownAnswerStaysPendingForEveryReaderAndNeverBecomesADecline) {
   for (const auto kind : {RunKind::kFirstCapture, RunKind::kCapture, RunKind::kLookup}) {

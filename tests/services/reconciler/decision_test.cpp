@@ -119,6 +119,7 @@ TEST_F(ReconcilerDecisionTest, RepeatedNotFoundPastTheWindowResubmitsByDefaultBu
   auto facts = Facts(OutcomeKind::kNotFound);
   facts.not_found_looks = 3;
   facts.first_not_found_at = kNow - 6min;
+  facts.capture_answered = true;
   EXPECT_EQ(Decide(facts).step, Step::kResubmit);
   facts.past_deadline = true;
   const auto d = Decide(facts);
@@ -126,6 +127,20 @@ TEST_F(ReconcilerDecisionTest, RepeatedNotFoundPastTheWindowResubmitsByDefaultBu
   EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
   EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kDeadlineUnconfirmed));
   EXPECT_EQ(d.transition.basis, charges::Basis::kInference);
+}
+
+// Issue 41, defect 2: a charge none of whose capture attempts' answers is on record (its charge-api died
+// mid-call, or never learned whether its intent committed) had a client that got no answer or a 503, never
+// a 202: it is not captured behind its back by a resubmit, and a person decides.
+TEST_F(ReconcilerDecisionTest, RepeatedNotFoundOfAChargeWithNoAnsweredCaptureGoesToAHumanNotToAResubmit) {
+  auto facts = Facts(OutcomeKind::kNotFound);
+  facts.not_found_looks = 2;
+  facts.first_not_found_at = kNow - 6min;
+  facts.capture_answered = false;
+  const auto d = Decide(facts);
+  ASSERT_EQ(d.step, Step::kResolve);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kNotFoundAtAcquirer));
 }
 
 TEST_F(ReconcilerDecisionTest, RepeatedNotFoundUnderTheReviewPolicyGoesToAHuman) {

@@ -54,6 +54,14 @@ class PendingSweepTest : public ::testing::Test {
   const charges::Charge& Charge() { return table_.charge(id_); }
   std::vector<std::string> Events() { return table_.EventTypes(id_); }
 
+  // Attempt 1 finished as charge-api records it before answering 202: it left, and no answer came.
+  void CaptureAnsweredUnknown() {
+    auto& first = table_.row(id_).attempts.at(0);
+    first.finished_at = first.started_at + 1s;
+    first.outcome = OutcomeKind::kTimedOut;
+    first.evidence = acquirer::EvidenceClass::kUnknown;
+  }
+
   // A not-found look made `ago`, on record as the reconciler makes them.
   void LookedAndFoundNothing(std::chrono::milliseconds ago) {
     auto& row = table_.row(id_);
@@ -85,6 +93,7 @@ TEST_F(PendingSweepTest, ACaptureFoundByKeyIsRecordedOnceWithItsEvent) {
 
 // Defect 11: by default, repeated not-found looks ask the acquirer for an answer with the same key.
 TEST_F(PendingSweepTest, RepeatedNotFoundResubmitsWithTheSameKeyByDefaultAndTakesItsAnswer) {
+  CaptureAnsweredUnknown();
   LookedAndFoundNothing(2min);
   const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kDeclined)});
   ASSERT_EQ(acquirer_->captures.size(), 1u);
@@ -95,6 +104,7 @@ TEST_F(PendingSweepTest, RepeatedNotFoundResubmitsWithTheSameKeyByDefaultAndTake
 }
 
 TEST_F(PendingSweepTest, AResubmitWithoutAnAnswerStaysPending) {
+  CaptureAnsweredUnknown();
   LookedAndFoundNothing(2min);
   const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kNotSent),
                               Answer(OutcomeKind::kNotSent)});
@@ -183,12 +193,26 @@ TEST_F(PendingSweepTest, AChargeNoCaptureOfWhichEverLeftFailsAndIsNeverResubmitt
   EXPECT_EQ(Charge().failure_reason, "acquirer_unreachable");
 }
 
-// ... while one whose capture attempt may have left (its client could have been told 202) is resubmitted.
-TEST_F(PendingSweepTest, AChargeWhoseCaptureMayHaveLeftIsStillResubmitted) {
+// ... one whose capture attempt left and was answered "unknown" on record (its client could have been
+// told 202) is resubmitted ...
+TEST_F(PendingSweepTest, AChargeWhoseCaptureWasAnsweredUnknownIsResubmitted) {
+  CaptureAnsweredUnknown();
   LookedAndFoundNothing(2min);
   const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Answer(OutcomeKind::kCaptured)});
   EXPECT_EQ(acquirer_->captures.size(), 1u);
   EXPECT_EQ(summary.captured, 1);
+}
+
+// ... and one whose only capture attempt that may have left is unfinished (its charge-api died mid-call,
+// or never learned that its intent committed and answered 503) goes to a person: its client got no
+// answer or a 503, never a 202.
+TEST_F(PendingSweepTest, AChargeWhoseOnlyCaptureAttemptIsUnfinishedGoesToReviewNotToAResubmit) {
+  LookedAndFoundNothing(2min);
+  const auto summary = Sweep({Answer(OutcomeKind::kNotFound)});
+  EXPECT_TRUE(acquirer_->captures.empty());
+  EXPECT_EQ(summary.needs_review, 1);
+  EXPECT_EQ(Charge().status, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(Charge().failure_reason, "not_found_at_acquirer");
 }
 
 // Issue 41, defect 3: this run read "captured" before the deadline; another run, past it, set out to void
@@ -231,6 +255,7 @@ TEST_F(PendingSweepTest, AContradictionWhoseFlagCannotBeWrittenIsARunError) {
 // Issue 41, defect 5: a resubmit whose claim was lost between two attempts (charge-api's retry took the
 // charge over) sends no further capture. Before the fix its second attempt was recorded and sent.
 TEST_F(PendingSweepTest, AResubmitThatLostItsClaimSendsNothingMore) {
+  CaptureAnsweredUnknown();
   LookedAndFoundNothing(2min);
   // StartAttempt calls: the lookup, the resubmit's first attempt, then its second.
   table_.BeforeCall("StartAttempt", 3, [&] {
@@ -251,6 +276,7 @@ TEST_F(PendingSweepTest, AResubmitThatLostItsClaimSendsNothingMore) {
 // the same answer, would have left it to be voided.
 TEST_F(PendingSweepTest, AResubmitAnsweredPastTheDeadlineIsVoidedNotKept) {
   table_.row(id_).charge.created_at = clock_.WallNow() - (1h - 1s);
+  CaptureAnsweredUnknown();
   LookedAndFoundNothing(2min);
   const auto summary = Sweep({Answer(OutcomeKind::kNotFound), Step{Answer(OutcomeKind::kCaptured).outcome, 2s},
                               Answer(OutcomeKind::kVoided)});

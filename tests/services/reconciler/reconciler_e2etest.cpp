@@ -136,6 +136,13 @@ class ReconcilerE2E : public ::testing::Test {
         " SELECT ins.id, 1, gen_random_uuid(), 'capture', 'charge-api', ins.created_at FROM ins");
   }
 
+  // As charge-api leaves a charge it answered 202: attempt 1 finished, its outcome unknown.
+  void AnsweredPending(const std::string& key) {
+    db_->Execute("UPDATE acquirer_attempts a SET finished_at = a.started_at + interval '1 second',"
+                 " outcome = 'timed_out', evidence = 'unknown' FROM charges c"
+                 " WHERE a.charge_id = c.id AND a.attempt_no = 1 AND c.idempotency_key = '" + key + "'");
+  }
+
   std::string Field(const std::string& key, const std::string& column) {
     return db_->Scalar("SELECT " + column + " FROM charges WHERE idempotency_key = '" + key + "'");
   }
@@ -298,12 +305,18 @@ TEST_F(ReconcilerE2E, VisibilityDelayNeverProducesAWrongState) {
 // acquirer answers (here: it captures the request that never reached it), never `failed` from absence.
 TEST_F(ReconcilerE2E, ByDefaultRepeatedNotFoundAsksTheAcquirerInsteadOfFailing) {
   InsertPending(1, "quiet-");
+  AnsweredPending("quiet-1");  // its client was told 202: a capture may still happen
+  // Its charge-api died after the intent: its client got no answer, never a 202 (issue 41, defect 2).
+  InsertPending(1, "unanswered-");
   const EnvChanges defaults{{"RECONCILER_NOT_FOUND_POLICY", std::nullopt}};
-  EXPECT_EQ(RunReconciler(defaults).summary.at("still_pending").as_int64(), 1);
-  RunUntil([&] { return Status("quiet-1") != "pending"; }, defaults);
+  EXPECT_EQ(RunReconciler(defaults).summary.at("still_pending").as_int64(), 2);
+  RunUntil([&] { return Status("quiet-1") != "pending" && Status("unanswered-1") != "pending"; }, defaults);
   EXPECT_EQ(Status("quiet-1"), "captured");
   EXPECT_EQ(LedgerEntries("capture", AcquirerKey("quiet-1")), 1u);
   EXPECT_EQ(TerminalEvents("quiet-1"), "payments.charge.captured.v1");
+  EXPECT_EQ(Status("unanswered-1"), "needs_review");
+  EXPECT_EQ(Field("unanswered-1", "failure_reason"), "not_found_at_acquirer");
+  EXPECT_EQ(LedgerEntries("capture", AcquirerKey("unanswered-1")), 0u);
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE status = 'failed'"), "0");
 }
 
@@ -338,6 +351,8 @@ TEST_F(ReconcilerE2E, ResubmitPolicyCapturesWithTheSameKeyAndReplaysADecline) {
   InsertPending(1, "lost-");                                      // the capture never reached the acquirer
   InsertPending(1, "refused-", "1 minute", "pm_tok_declined");    // the acquirer declined it; lookups cannot show that
   CaptureAtAcquirer("refused-1", std::nullopt, std::nullopt, "pm_tok_declined");
+  AnsweredPending("lost-1");  // both clients were told 202
+  AnsweredPending("refused-1");
   ASSERT_TRUE(Ledger().empty());
   const EnvChanges env{{"RECONCILER_NOT_FOUND_POLICY", "resubmit"}};
   RunUntil([&] { return Status("lost-1") != "pending" && Status("refused-1") != "pending"; }, env);

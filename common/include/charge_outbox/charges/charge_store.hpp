@@ -157,6 +157,12 @@ struct AttemptHistory {
   // was never written) or finished with any evidence but `not_sent`. When false, every capture attempt on
   // record provably never left its process, so nothing was ever captured under the charge's key.
   bool capture_may_have_left = false;
+  // Some capture attempt is on record as answered with anything but `not_sent` (a timeout, a 5xx, a
+  // capture...): the attempt left, and its actor lived to record what came back, so its client could have
+  // been told `202` (a capture may be in flight). Only such a charge may be captured again without its
+  // client: one whose only attempts that may have left are unfinished (its process died, or an intent's
+  // commit was never confirmed) had a client that got no answer, or only a 503.
+  bool capture_answered = false;
   // Some actor set out to void the charge's capture (a void attempt is on record, finished or not).
   bool void_attempted = false;
   // Lookups answered not found after the last capture attempt that may have left, finished ones only, and

@@ -165,14 +165,16 @@ constexpr db::Statement kAttemptHistory{
     "charge_attempt_history",
     R"sql(
      WITH sent AS (
-       SELECT count(*) AS n, max(started_at) AS last_at FROM acquirer_attempts
+       SELECT count(*) AS n, count(*) FILTER (WHERE finished_at IS NOT NULL) AS answered, max(started_at) AS last_at
+       FROM acquirer_attempts
        WHERE charge_id = $1 AND operation = 'capture' AND evidence IS DISTINCT FROM 'not_sent'
      ) SELECT sent.n, count(a.attempt_no), (extract(epoch FROM min(a.started_at)) * 1000000)::bigint,
-              EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = $1 AND v.operation = 'void')::int
+              EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = $1 AND v.operation = 'void')::int,
+              sent.answered
       FROM sent LEFT JOIN acquirer_attempts a
         ON a.charge_id = $1 AND a.operation = 'lookup' AND a.outcome = 'not_found'
        AND (sent.last_at IS NULL OR a.started_at > sent.last_at)
-      GROUP BY sent.n)sql"};
+      GROUP BY sent.n, sent.answered)sql"};
 
 constexpr db::Statement kRelease{
     "charge_release",
@@ -380,6 +382,7 @@ class PgChargeStore final : public ChargeStore {
       history.not_found_looks = static_cast<int>(row[1].as<std::int64_t>());
       if (!row[2].is_null()) history.first_not_found_at = util::FromUnixMicros(row[2].as<std::int64_t>());
       history.void_attempted = row[3].as<int>() != 0;
+      history.capture_answered = row[4].as<std::int64_t>() > 0;
       co_return history;
     });
   }
