@@ -26,6 +26,7 @@ struct LedgerCapture {
 struct LocalCharge {
   std::string uuid, public_id, merchant_id, key, status, currency, capture_id, failure_reason;
   std::int64_t amount = 0;
+  std::string order_id;
 };
 
 struct Event {
@@ -108,10 +109,11 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
     pqxx::nontransaction tx(conn);
     for (const auto& row : tx.exec(
              "SELECT id::text, charge_public_id(id), merchant_id::text, idempotency_key, status::text, amount, currency,"
-             " COALESCE(acquirer_capture_id, ''), COALESCE(failure_reason, '') FROM charges")) {
+             " COALESCE(acquirer_capture_id, ''), COALESCE(failure_reason, ''), order_id FROM charges")) {
       LocalCharge c{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
                     row[3].as<std::string>(), row[4].as<std::string>(), row[6].as<std::string>(),
-                    row[7].as<std::string>(), row[8].as<std::string>(), row[5].as<std::int64_t>()};
+                    row[7].as<std::string>(), row[8].as<std::string>(), row[5].as<std::int64_t>(),
+                    row[9].as<std::string>()};
       public_by_key[c.merchant_id + "/" + c.key] = c.public_id;
       ++verdict.charges_by_status[c.status];
       charges.emplace(c.public_id, std::move(c));
@@ -172,14 +174,18 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
     }
   }
 
+  // The key's charge of a client's intent, as the client learned it or as the database has it.
+  const auto charge_of = [&](const IntentOutcome& outcome) {
+    if (!outcome.charge_id.empty()) return outcome.charge_id;
+    const auto it = public_by_key.find(outcome.intent.merchant_id + "/" + outcome.intent.key);
+    return it != public_by_key.end() ? it->second : std::string();
+  };
+
   // 5. What each client was told is the truth.
   Invariant truthful{"5. every answer a client was told is the truth by the acquirer's ledger"};
   for (const auto& outcome : outcomes) {
-    auto id = outcome.charge_id;
-    if (id.empty()) {
-      const auto it = public_by_key.find(outcome.intent.merchant_id + "/" + outcome.intent.key);
-      if (it != public_by_key.end()) id = it->second;
-    }
+    if (!outcome.used) continue;
+    const auto id = charge_of(outcome);
     for (const auto& told : outcome.told) {
       if (told != "captured" && told != "failed" && told != "canceled") continue;
       ++truthful.checked;
@@ -269,7 +275,83 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
     conforming.Violation(std::move(v));
   }
 
-  verdict.invariants = {once, owned, backed, settled, truthful, announced, delivered, conforming};
+  // 9. Clients that start over (only after a definitive "no money") are charged once per order.
+  Invariant per_order{"9. no order captured twice, though clients start orders over after a definitive no"};
+  std::map<std::string, std::vector<std::string>> live_per_order;  // merchant/order -> live capture ids
+  for (const auto& c : ledger) {
+    if (c.voided) continue;
+    const auto it = charges.find(c.reference);
+    if (it == charges.end()) continue;  // invariant 2's
+    live_per_order[it->second.merchant_id + "/" + it->second.order_id].push_back(c.id + " (" + c.reference + ")");
+  }
+  for (const auto& [order, captures] : live_per_order) {
+    ++per_order.checked;
+    if (captures.size() > 1) {
+      std::string list;
+      for (const auto& c : captures) list += (list.empty() ? "" : ", ") + c;
+      per_order.Violation(order + " captured " + std::to_string(captures.size()) + " times: " + list);
+    }
+  }
+
+  // 10. Each answer's words are true, as invariant 5 holds the statuses.
+  Invariant words{"10. every answer's words are true (no money taken, under review) by the ledger and the record"};
+  for (const auto& outcome : outcomes) {
+    if (!outcome.used) continue;
+    const auto id = charge_of(outcome);
+    for (const auto& claim : outcome.claims) {
+      ++words.checked;
+      if (claim == "no_money" && live_by_reference.count(id) > 0) {
+        words.Violation(outcome.intent.key + " was told no money was taken (or nothing was charged), but " + id +
+                        " holds a live capture");
+      } else if (claim == "under_review") {
+        const auto it = charges.find(id);
+        if (it == charges.end() || it->second.status != "needs_review") {
+          words.Violation(outcome.intent.key + " was told " + id + " is under review; it is " +
+                          (it == charges.end() ? std::string("missing") : it->second.status));
+        }
+      }
+    }
+  }
+
+  // 11. A client only ever refused, that walked away, is never charged without it.
+  Invariant behind{"11. no charge captured behind the back of a client only ever refused (503, 429) that left"};
+  for (const auto& outcome : outcomes) {
+    if (!outcome.used || !outcome.walked_away || !outcome.only_told_to_retry) continue;
+    ++behind.checked;
+    const auto id = charge_of(outcome);
+    if (!id.empty() && live_by_reference.count(id) > 0) {
+      behind.Violation(outcome.intent.key + " was only refused and left; " + id + " was captured without it");
+    }
+  }
+
+  // 12. The window report's flags, run during the load: each on a charge the ledger disagrees with.
+  Invariant flags{"12. every window-report flag is on a charge the ledger disagrees with"};
+  for (const auto& [id, local] : charges) {
+    if (local.failure_reason.rfind("window_", 0) != 0) continue;
+    ++flags.checked;
+    const auto& list = terminal_events[id];
+    // The state the report flagged: the one announced before its needs_review (none: it was pending).
+    const std::string before = list.size() >= 2 ? list[list.size() - 2]->type : "payments.charge.pending.v1";
+    int live = 0, voided = 0;
+    bool matching = true;
+    for (const auto& c : ledger) {
+      if (c.reference != id) continue;
+      (c.voided ? voided : live) += 1;
+      matching = matching && c.amount == local.amount && c.currency == local.currency;
+    }
+    bool agrees = false;
+    if (before == "payments.charge.captured.v1") agrees = live == 1 && voided == 0 && matching;
+    if (before == "payments.charge.failed.v1") agrees = live == 0 && voided == 0;
+    if (before == "payments.charge.canceled.v1") agrees = live == 0 && voided == 1 && matching;
+    if (before == "payments.charge.pending.v1") agrees = live + voided <= 1 && matching;
+    if (agrees) {
+      flags.Violation(id + " flagged " + local.failure_reason + " after " + before + ", but the ledger agrees (" +
+                      std::to_string(live) + " live, " + std::to_string(voided) + " voided)");
+    }
+  }
+
+  verdict.invariants = {once, owned, backed, settled, truthful, announced, delivered, conforming,
+                        per_order, words, behind, flags};
   return verdict;
 }
 

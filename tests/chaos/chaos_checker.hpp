@@ -12,6 +12,14 @@
 //      contradicted it), the last one announcing the state the charge is in
 //   7. every outbox event read back from Kafka, each charge's events in `sequence` order, a repeat only
 //      as a re-delivery of the same ce_id
+//   8. every event read back conforms to its schema and attributes
+//   9. no order captured twice, though clients start an order over under a new key after a definitive
+//      "no money" answer
+//  10. every answer's words are true: a text that says no money was taken or nothing was charged, for a
+//      key whose charge holds no live capture; "under review" for a charge that is in needs_review
+//  11. no charge captured behind the back of a client that was only ever refused (503, 429) and walked away
+//  12. every charge the window report flagged disagrees with the ledger (a flag on a charge the ledger
+//      agrees with is a false alarm a person would chase)
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 #include "chaos_faults.hpp"
 
+#include <algorithm>
 #include <iomanip>
 
 namespace charge_outbox::chaos {
@@ -27,11 +28,32 @@ constexpr const char* kApplyTo[] = {
 constexpr const char* kChargeApiFailpoints[] = {"charge.before_intent_commit", "charge.after_intent_commit",
                                                 "charge.after_acquirer_response"};
 constexpr const char* kReconcilerFailpoints[] = {"reconciler.after_acquirer_lookup", "reconciler.before_transition"};
+// A second run beside the timer's: clean, dead at a failpoint, or stalled there past its claim (5 s), so
+// that another run takes its charges over while it holds what it read.
+constexpr const char* kSecondRunFailpoints[] = {
+    "", "reconciler.after_acquirer_lookup=crash", "reconciler.before_transition=crash",
+    "reconciler.after_acquirer_lookup=sleep(7000)", "reconciler.before_transition=sleep(7000)"};
 
 }  // namespace
 
+// One roll in each family's range of InjectOne, Kafka's restart first so that it is not refused for
+// coming within kKafkaRestartSpacing of another.
+constexpr std::uint64_t kFamilyRolls[] = {0, 14, 26, 33, 38, 42, 48, 62, 86, 92, 100, 106, 111};
+constexpr std::uint64_t kRollRange = 117;
+
 FaultSchedule::FaultSchedule(ChaosStack& stack, FaultOptions options, std::uint64_t seed, std::ostream& log)
-    : stack_(stack), options_(options), log_(log), rng_(seed) {}
+    : stack_(stack), options_(options), log_(log), rng_(seed) {
+  first_rolls_.assign(std::begin(kFamilyRolls), std::end(kFamilyRolls));
+  std::shuffle(first_rolls_.begin(), first_rolls_.end(), rng_);
+  if (options_.restart_kafka) first_rolls_.push_back(97);  // consumed first
+}
+
+std::uint64_t FaultSchedule::NextRoll() {
+  if (first_rolls_.empty()) return rng_() % kRollRange;
+  const auto roll = first_rolls_.back();
+  first_rolls_.pop_back();
+  return roll;
+}
 
 FaultSchedule::~FaultSchedule() {
   // Reached by unwinding when the run already failed: that failure is the one reported.
@@ -97,7 +119,7 @@ void FaultSchedule::Loop() {
 }
 
 void FaultSchedule::InjectOne() {
-  const auto roll = rng_() % 100;
+  const auto roll = NextRoll();
   auto index = [&](int n) { return static_cast<int>(rng_() % static_cast<std::uint64_t>(n)); };
   if (roll < 14) {
     const int i = index(2);
@@ -175,6 +197,35 @@ void FaultSchedule::InjectOne() {
       stack_.RestartPostgres();
       postgres_restarting_ = false;
     });
+  } else if (roll >= 100 && roll < 106) {
+    const std::string failpoints = kSecondRunFailpoints[index(static_cast<int>(std::size(kSecondRunFailpoints)))];
+    Note("a second reconciler run", failpoints.empty() ? "clean" : failpoints);
+    slow_.emplace_back([this, failpoints] { stack_.RunReconcilerBeside(failpoints); });
+  } else if (roll >= 106 && roll < 111) {
+    // Every database round trip slower than charge-api's lease (3 s) and near the reconciler's claim (5 s),
+    // while the acquirer times out or fails: owners lose their charges mid-work to takeovers.
+    const auto delay = Between(1500, 3000);
+    const auto lasts = Between(3000, 8000);
+    const bool timeouts = index(2) == 0;
+    const int generation = ++profile_generation_;
+    Note("slow database during acquirer faults", std::to_string(delay.count()) + "ms each way for " +
+                                                     std::to_string(lasts.count()) + "ms, acquirer " +
+                                                     (timeouts ? "timeouts after capture" : "503"));
+    stack_.SetAcquirerFaults(timeouts ? R"({"timeout_rate": 0.4, "timeout_delay_ms": 2500, "apply_to": ["capture", "replay"]})"
+                                      : R"({"error_rate": 0.4, "retry_after_s": 1, "apply_to": ["capture", "replay", "lookup"]})");
+    stack_.postgres_link().Delay(delay);
+    HealLater(lasts, [this, generation] {
+      stack_.postgres_link().Pass();
+      if (profile_generation_ == generation) stack_.SetAcquirerFaults("{}");
+    });
+  } else if (roll >= 111) {
+    // The window report on a recent window: one that has not settled yet (it must flag nothing), or one
+    // that has (its flags must be discrepancies the ledger shows).
+    const bool settled = index(2) == 0;
+    const auto to = std::chrono::system_clock::now() - (settled ? std::chrono::seconds{5} : std::chrono::seconds{0});
+    const auto from = to - std::chrono::seconds{20};
+    Note("window report during the load", settled ? "a settled window" : "a window still open");
+    slow_.emplace_back([this, from, to] { stack_.RunWindowReport(from, to); });
   } else {
     // A broker restart takes the JVM seconds to come back and the relays longer to catch up: one at a
     // time, and at most one per kKafkaRestartSpacing, so a short run sees one and a long run several.

@@ -7,7 +7,9 @@
 //   transition), an acquirer fault profile for a while (timeouts after capture, dropped answers after
 //   capture, 503, 429, latency, visibility delay; on captures, replays and lookups), a link fault on the
 //   proxy to PostgreSQL, Kafka or the acquirer (latency, resets, a black hole for a while), a PostgreSQL
-//   restart, a Kafka broker restart.
+//   restart, a Kafka broker restart; and (issue 41) a second reconciler run beside the timer's with a crash
+//   or a stall at its failpoints, a database slower than the leases while the acquirer is in trouble, and
+//   the window report run on a recent window during the load.
 //
 // The same seed draws the same sequence of faults; their exact moments follow the machine's clock.
 #pragma once
@@ -53,6 +55,9 @@ class FaultSchedule {
 
   void Loop();
   void InjectOne();
+  // The roll of the next fault: the first injections go through every family once, in an order drawn
+  // from the seed (so that even a short run meets each), then a fresh draw each time.
+  std::uint64_t NextRoll();
   void Note(const std::string& kind, const std::string& detail);
   std::chrono::milliseconds Between(int min_ms, int max_ms);
   void HealLater(std::chrono::milliseconds after, std::function<void()> action);
@@ -73,6 +78,7 @@ class FaultSchedule {
   std::atomic<bool> postgres_restarting_{false};
   std::thread thread_;
   std::chrono::steady_clock::time_point started_{};
+  std::vector<std::uint64_t> first_rolls_;  // one roll per family, consumed from the back
 };
 
 }  // namespace charge_outbox::chaos

@@ -4,6 +4,7 @@
 //   chaos --short                          about two minutes, a few thousand charges (in tests/run)
 //   chaos --charges 100000 --clients 32    the release check
 //   chaos --seed N ...                     replays a run's fault sequence
+//   chaos ... --clock-skew +7m             charge-api #1's wall clock that far off (the default; "none": off)
 //
 // Exit status: 0 every invariant held; 1 a violation, or the system did not settle; 2 bad arguments.
 #include <cstdio>
@@ -30,13 +31,14 @@ struct Options {
   std::string product_build;  // another build's charge-api, relay, reconciler and migrator (--product-build)
   WorkloadOptions workload;
   FaultOptions faults;
+  std::string clock_skew = "+7m";
   bool keep = false;
 };
 
 int Usage(const std::string& problem) {
   std::cerr << "chaos: " << problem
             << "\nusage: chaos [--short] [--seed N] [--charges N] [--clients N] [--no-kafka-restart] [--keep]"
-               " [--product-build BUILD_DIR]\n";
+               " [--product-build BUILD_DIR] [--clock-skew +7m|none]\n";
   return 2;
 }
 
@@ -70,6 +72,11 @@ bool Parse(int argc, char** argv, Options& o) {
     } else if (arg == "--product-build") {
       if (i + 1 >= argc) return false;
       o.product_build = argv[++i];
+    } else if (arg == "--clock-skew") {
+      if (i + 1 >= argc) return false;
+      o.clock_skew = argv[++i];
+      if (o.clock_skew == "none") o.clock_skew.clear();
+      if (!o.clock_skew.empty() && o.clock_skew.find_first_of("+-") != 0) return false;
     } else {
       return false;
     }
@@ -85,8 +92,11 @@ void PrintTable(const std::map<std::string, std::int64_t>& rows, const std::stri
 std::map<std::string, std::int64_t> Outcomes(const std::vector<IntentOutcome>& outcomes) {
   std::map<std::string, std::int64_t> by;
   for (const auto& o : outcomes) {
+    if (!o.used) continue;
     std::string label;
-    if (o.gave_up) {
+    if (o.walked_away) {
+      label = "walked away at a " + (o.told.empty() ? std::string("refusal") : "refusal after " + o.told.back());
+    } else if (o.gave_up) {
       label = "gave up, last told " + (o.told.empty() ? std::string("nothing") : o.told.back());
     } else if (o.final_status) {
       label = std::to_string(*o.final_status) + " " + o.final_charge_status;
@@ -94,6 +104,7 @@ std::map<std::string, std::int64_t> Outcomes(const std::vector<IntentOutcome>& o
       label = "GET showed " + o.final_charge_status;
     }
     if (o.intent.payment_method == "pm_tok_declined") label += " (a declining card)";
+    if (o.intent.key.ends_with("-again")) label += " (the order started over)";
     ++by[label];
   }
   return by;
@@ -106,8 +117,10 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, options)) return Usage("bad arguments");
   const auto seed = options.seed;
   std::cout << "chaos seed=" << seed << " charges=" << options.workload.charges
-            << " clients=" << options.workload.clients << "   (replay: chaos --seed " << seed << " --charges "
-            << options.workload.charges << " --clients " << options.workload.clients << ")" << std::endl;
+            << " clients=" << options.workload.clients << " clock-skew="
+            << (options.clock_skew.empty() ? "none" : options.clock_skew) << "   (replay: chaos --seed " << seed
+            << " --charges " << options.workload.charges << " --clients " << options.workload.clients << ")"
+            << std::endl;
 
   char pattern[] = "/tmp/charge-outbox-chaos.XXXXXX";
   if (::mkdtemp(pattern) == nullptr) return Usage("cannot create a state directory");
@@ -131,6 +144,7 @@ int main(int argc, char** argv) {
       std::cout << "product binaries from " << options.product_build << std::endl;
     }
     ChaosStack stack(binaries, state, std::cout);
+    if (!options.clock_skew.empty()) stack.SkewChargeApiClock(options.clock_skew);
     stack.Start();
     std::cout << "stack up after " << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count()
               << " s (state: " << state << ")" << std::endl;

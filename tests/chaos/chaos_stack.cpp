@@ -6,6 +6,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "charge_outbox/util/time.hpp"
 #include "http_test_client.hpp"
 #include "test_env.hpp"
 
@@ -22,6 +23,8 @@ testing::EnvChanges FastAcquirerSettings() {
           {"ACQUIRER_RETRY_BACKOFF_BASE", "50ms"}, {"ACQUIRER_RETRY_BACKOFF_MAX", "200ms"},
           {"ACQUIRER_RETRY_BACKOFF_BUDGET", "1s"}, {"ACQUIRER_CONNECT_TIMEOUT", "500ms"}};
 }
+
+constexpr const char* kLibFaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 bool HealthyOver(std::uint16_t port, const std::string& path) {
   testing::HttpTestClient client(port, "127.0.0.1", 1s);
@@ -49,6 +52,13 @@ ChaosStack::~ChaosStack() {
   } catch (const std::exception& e) {
     log_ << "stopping the stack: " << e.what() << "\n";
   }
+}
+
+void ChaosStack::SkewChargeApiClock(const std::string& offset) {
+  if (!fs::exists(kLibFaketime)) {
+    throw std::runtime_error(std::string(kLibFaketime) + " is missing: deploy/local/install-deps installs faketime");
+  }
+  clock_skew_ = offset;
 }
 
 std::string ChaosStack::Shell(const std::string& script, std::chrono::seconds timeout) {
@@ -169,8 +179,19 @@ testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
                   {"ACQUIRER_API_KEY", acquirer_key_},
                   {"CHARGE_LEASE", "3s"},
                   {"SHUTDOWN_DEADLINE", "2s"},  // above one attempt plus one backoff (1 s + 200 ms)
-                  {"AUTH_CACHE_TTL", "60s"}});
+                  {"AUTH_CACHE_TTL", "60s"},
+                  // A database that does not answer is told to the client (503) inside its 5 s timeout.
+                  {"DATABASE_STATEMENT_TIMEOUT", "1500ms"},
+                  {"DATABASE_CALL_TIMEOUT", "2s"},
+                  // Few places at the acquirer, so that a slow acquirer makes charges wait in our own queue:
+                  // 503 acquirer-busy, before their intent and after it.
+                  {"ACQUIRER_POOL_MAX_CONNECTIONS", "6"},
+                  {"ACQUIRER_POOL_MAX_QUEUED", "4"}});
       for (const auto& [k, v] : FastAcquirerSettings()) env[k] = v;
+      if (slot.index == 1 && !clock_skew_.empty()) {
+        env.insert({{"LD_PRELOAD", kLibFaketime}, {"FAKETIME", clock_skew_}, {"FAKETIME_DONT_FAKE_MONOTONIC", "1"},
+                    {"FAKETIME_NO_CACHE", "1"}});
+      }
       break;
     case Daemon::kRelay:
       env.insert({{"DATABASE_URL", through_proxy},
@@ -299,7 +320,7 @@ void ChaosStack::ArmReconcilerFailpoint(const std::string& failpoints) {
   reconciler_failpoints_ = failpoints;
 }
 
-int ChaosStack::RunReconciler(const std::string& failpoints) {
+int ChaosStack::RunReconciler(const std::string& failpoints, std::vector<std::string> args) {
   auto env = FastAcquirerSettings();
   env.insert({{"DATABASE_URL", "postgresql://postgres@127.0.0.1:" + std::to_string(pg_proxy_->port()) + "/postgres"},
               {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(acquirer_proxy_->port())},
@@ -314,13 +335,22 @@ int ChaosStack::RunReconciler(const std::string& failpoints) {
               {"LOG_LEVEL", "warn"},
               {"FAILPOINTS", failpoints},
               {"METRICS_PUSHGATEWAY_URL", std::nullopt}});
-  const auto r = testing::RunProcess({bin_.reconciler}, env, 120s);
+  const bool window = !args.empty();
+  args.insert(args.begin(), bin_.reconciler);
+  const auto r = testing::RunProcess(args, env, 120s);
   std::lock_guard lock(mutex_);
-  std::ofstream(state_ / "logs" / "reconciler.log", std::ios::app) << r.out << r.err;
+  std::ofstream(state_ / "logs" / (window ? "reconciler-window.log" : "reconciler.log"), std::ios::app)
+      << r.out << r.err;
   return r.term_signal != 0 ? 128 + r.term_signal : r.exit_code;
 }
 
 int ChaosStack::RunReconcilerOnce() { return RunReconciler(""); }
+
+int ChaosStack::RunReconcilerBeside(const std::string& failpoints) { return RunReconciler(failpoints); }
+
+int ChaosStack::RunWindowReport(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to) {
+  return RunReconciler("", {"window", "--from", util::FormatRfc3339(from), "--to", util::FormatRfc3339(to)});
+}
 
 void ChaosStack::ReconcilerTimer() {
   while (reconciler_timer_on_ && !stopping_) {

@@ -8,6 +8,10 @@
 // A supervisor thread keeps each daemon in the state the fault schedule wants: a daemon killed (or one
 // that crashed at a failpoint) is started again once its down time is over, without failpoints.
 //
+// One charge-api may run with its wall clock off by minutes (libfaketime, as Debian's faketime sets it per
+// process): only the database's clock may decide order and deadlines, and the checker's invariants hold
+// the product to it.
+//
 // Thread-safe: the workload, the fault schedule and the supervisor call it concurrently.
 #pragma once
 
@@ -46,6 +50,10 @@ class ChaosStack {
   ChaosStack(Binaries binaries, std::filesystem::path state_dir, std::ostream& log);
   ~ChaosStack();
 
+  // Before Start: charge-api #1's wall clock runs `offset` off ("+7m", libfaketime's FAKETIME syntax; its
+  // monotonic clock is left alone). Throws if libfaketime is not installed (deploy/local/install-deps).
+  void SkewChargeApiClock(const std::string& offset);
+
   // PostgreSQL, Kafka, proxies, schema, merchants, every daemon, the supervisor and the reconciler timer.
   void Start();
   // Stops every process this stack started; their output is kept in the state directory's logs/.
@@ -73,6 +81,11 @@ class ChaosStack {
   void ArmReconcilerFailpoint(const std::string& failpoints);
   // Runs one reconciler process now (besides the timer) and returns its exit status.
   int RunReconcilerOnce();
+  // A second run beside the timer's, as an operator's `kubectl create job --from=cronjob/...` would be,
+  // with `failpoints` (a crash or a stall); blocks until it ends and returns its exit status.
+  int RunReconcilerBeside(const std::string& failpoints);
+  // `reconciler window --from --to` now, during the load; blocks until it ends and returns its exit status.
+  int RunWindowReport(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to);
   void StopReconcilerTimer();
 
   // Heals everything: proxies pass, the acquirer is healthy, every daemon runs, no failpoints armed.
@@ -100,7 +113,7 @@ class ChaosStack {
   void Reap(Slot& slot);
   void Supervise();
   void ReconcilerTimer();
-  int RunReconciler(const std::string& failpoints);
+  int RunReconciler(const std::string& failpoints, std::vector<std::string> args = {});
   testing::EnvChanges Environment(const Slot& slot) const;
   std::string Shell(const std::string& script, std::chrono::seconds timeout = std::chrono::seconds{180});
   Slot& SlotOf(Daemon daemon, int index);
@@ -119,6 +132,7 @@ class ChaosStack {
   std::vector<std::uint16_t> admin_ports_;  // charge-api's /readyz and /metrics
   std::unique_ptr<testing::FaultProxy> pg_proxy_, kafka_proxy_, acquirer_proxy_;
   std::string reconciler_failpoints_;
+  std::string clock_skew_;  // charge-api #1's FAKETIME; empty: none
   std::string start_failure_;  // the first restart the supervisor could not make, under mutex_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> reconciler_timer_on_{false};

@@ -3,6 +3,7 @@
 #include <boost/json/parse.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -19,6 +20,17 @@ using Clock = std::chrono::steady_clock;
 std::string Str(const boost::json::object& o, std::string_view key) {
   const auto* v = o.if_contains(key);
   return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+// What an answer's words claim about the key's charge, for the checker to hold against the ledger.
+std::optional<std::string> ClaimOf(const boost::json::object& body, unsigned status) {
+  if (status == 202u && Str(body, "status") == "needs_review") return "under_review";
+  const auto detail = Str(body, "detail");
+  if (detail.find("othing was charged") != std::string::npos || detail.find("o money was taken") != std::string::npos ||
+      detail.find("declined the payment") != std::string::npos) {
+    return "no_money";
+  }
+  return std::nullopt;
 }
 
 // What an exchange came to, for the answers table.
@@ -40,7 +52,8 @@ Workload::Workload(ChaosStack& stack, WorkloadOptions options, std::uint64_t see
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const auto& merchants = stack.merchants();
-  outcomes_.resize(static_cast<std::size_t>(options.charges));
+  outcomes_.resize(2 * static_cast<std::size_t>(options.charges));
+  for (int i = options.charges; i < 2 * options.charges; ++i) outcomes_[static_cast<std::size_t>(i)].used = false;
   for (int i = 0; i < options.charges; ++i) {
     auto& intent = outcomes_[static_cast<std::size_t>(i)].intent;
     const auto& merchant = merchants[rng() % merchants.size()];
@@ -49,6 +62,7 @@ Workload::Workload(ChaosStack& stack, WorkloadOptions options, std::uint64_t see
     intent.key = "chaos-" + std::to_string(seed) + "-" + std::to_string(i);
     intent.amount = 100 + static_cast<std::int64_t>(rng() % 100'000);
     intent.payment_method = unit(rng) < options.decline_share ? "pm_tok_declined" : "pm_tok_visa";
+    intent.order_id = "O-" + intent.key;
   }
 }
 
@@ -64,17 +78,33 @@ void Workload::Client(int client_index) {
     if (i >= options_.charges) return;
     constexpr std::uint64_t kSpread = 0x9E3779B97F4A7C15;
     const auto intent_seed = seed_ ^ (static_cast<std::uint64_t>(i) * kSpread) ^ static_cast<std::uint64_t>(client_index);
-    Drive(outcomes_[static_cast<std::size_t>(i)], intent_seed);
+    std::mt19937_64 rng(intent_seed ^ 0xD1B54A32D192ED03ULL);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    auto& first = outcomes_[static_cast<std::size_t>(i)];
+    Drive(first, intent_seed, unit(rng) < options_.walk_away_share);
+    // Only after an answer definitive for the key that says no money was kept may the order start over.
+    const bool no_money = (first.final_status == 402) ||
+                          (!first.final_status && (first.final_charge_status == "failed" ||
+                                                   first.final_charge_status == "canceled"));
+    if (no_money && unit(rng) < options_.restart_share) {
+      first.started_over = true;
+      auto& again = outcomes_[static_cast<std::size_t>(i + options_.charges)];
+      again.used = true;
+      again.intent = first.intent;
+      again.intent.key = first.intent.key + "-again";
+      again.intent.payment_method = "pm_tok_visa";  // another card, this time
+      Drive(again, intent_seed ^ 0x2545F4914F6CDD1DULL, false);
+    }
     ++done_;
   }
 }
 
-void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed) {
+void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const auto& intent = outcome.intent;
   const auto body = R"({"amount": )" + std::to_string(intent.amount) +
-                    R"(, "currency": "BRL", "order_id": "O-)" + intent.key + R"(", "payment_method": ")" +
+                    R"(, "currency": "BRL", "order_id": ")" + intent.order_id + R"(", "payment_method": ")" +
                     intent.payment_method + R"("})";
   const testing::HttpHeaders headers{{"Authorization", "Bearer " + intent.api_key},
                                      {"Content-Type", "application/json"},
@@ -104,7 +134,22 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed) {
     testing::HttpTestClient client(ports[rng() % ports.size()], "127.0.0.1", options_.request_timeout);
     const auto r = client.Post("/v1/charges", body, headers);
     ++outcome.attempts;
-    count(Label(r));
+    const auto label = Label(r);
+    count(label);
+    const bool refusal = label == "refused" || label == "503" || label == "429";
+    if (!refusal) outcome.only_told_to_retry = false;
+    if (r.ok()) {
+      boost::system::error_code ec;
+      const auto parsed = boost::json::parse(r.response.body(), ec);
+      if (!ec && parsed.is_object()) {
+        if (auto claim = ClaimOf(parsed.as_object(), r.status())) outcome.claims.push_back(std::move(*claim));
+      }
+    }
+    if (walks_away && (label == "503" || label == "429")) {
+      outcome.walked_away = true;
+      outcome.gave_up = true;
+      return;
+    }
     if (!r.ok()) {
       backoff();
       continue;
