@@ -5,6 +5,7 @@
 //   chaos --charges 100000 --clients 32    the release check
 //   chaos --seed N ...                     replays a run's fault sequence
 //   chaos ... --clock-skew +7m             charge-api #1's wall clock that far off (the default; "none": off)
+//   chaos ... --deadline 10                 the charges' deadline in seconds (the default: charges cross it)
 //
 // Exit status: 0 every invariant held; 1 a violation, or the system did not settle; 2 bad arguments.
 #include <cstdio>
@@ -32,13 +33,14 @@ struct Options {
   WorkloadOptions workload;
   FaultOptions faults;
   std::string clock_skew = "+7m";
+  std::uint64_t deadline_s = 10;
   bool keep = false;
 };
 
 int Usage(const std::string& problem) {
   std::cerr << "chaos: " << problem
             << "\nusage: chaos [--short] [--seed N] [--charges N] [--clients N] [--no-kafka-restart] [--keep]"
-               " [--product-build BUILD_DIR] [--clock-skew +7m|none]\n";
+               " [--product-build BUILD_DIR] [--clock-skew +7m|none] [--deadline SECONDS]\n";
   return 2;
 }
 
@@ -72,6 +74,8 @@ bool Parse(int argc, char** argv, Options& o) {
     } else if (arg == "--product-build") {
       if (i + 1 >= argc) return false;
       o.product_build = argv[++i];
+    } else if (arg == "--deadline") {
+      if (!number(o.deadline_s) || o.deadline_s < 6 || o.deadline_s > 86'400) return false;
     } else if (arg == "--clock-skew") {
       if (i + 1 >= argc) return false;
       o.clock_skew = argv[++i];
@@ -118,9 +122,9 @@ int main(int argc, char** argv) {
   const auto seed = options.seed;
   std::cout << "chaos seed=" << seed << " charges=" << options.workload.charges
             << " clients=" << options.workload.clients << " clock-skew="
-            << (options.clock_skew.empty() ? "none" : options.clock_skew) << "   (replay: chaos --seed " << seed
-            << " --charges " << options.workload.charges << " --clients " << options.workload.clients << ")"
-            << std::endl;
+            << (options.clock_skew.empty() ? "none" : options.clock_skew) << " deadline=" << options.deadline_s
+            << "s   (replay: chaos --seed " << seed << " --charges " << options.workload.charges << " --clients "
+            << options.workload.clients << ")" << std::endl;
 
   char pattern[] = "/tmp/charge-outbox-chaos.XXXXXX";
   if (::mkdtemp(pattern) == nullptr) return Usage("cannot create a state directory");
@@ -145,6 +149,7 @@ int main(int argc, char** argv) {
     }
     ChaosStack stack(binaries, state, std::cout);
     if (!options.clock_skew.empty()) stack.SkewChargeApiClock(options.clock_skew);
+    stack.SetDeadline(std::chrono::seconds{options.deadline_s});
     stack.Start();
     std::cout << "stack up after " << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count()
               << " s (state: " << state << ")" << std::endl;

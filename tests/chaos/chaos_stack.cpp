@@ -178,6 +178,7 @@ testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
                   {"ACQUIRER_URL", acquirer_url},
                   {"ACQUIRER_API_KEY", acquirer_key_},
                   {"CHARGE_LEASE", "3s"},
+                  {"CHARGE_DEADLINE", std::to_string(deadline_.count()) + "s"},
                   {"SHUTDOWN_DEADLINE", "2s"},  // above one attempt plus one backoff (1 s + 200 ms)
                   {"AUTH_CACHE_TTL", "60s"},
                   // A database that does not answer is told to the client (503) inside its 5 s timeout.
@@ -330,6 +331,7 @@ int ChaosStack::RunReconciler(const std::string& failpoints, std::vector<std::st
               {"RECONCILER_BACKOFF_BASE", "200ms"},
               {"RECONCILER_BACKOFF_MAX", "1s"},
               {"RECONCILER_VISIBILITY_WINDOW", "3s"},
+              {"RECONCILER_DEADLINE", std::to_string(deadline_.count()) + "s"},
               {"RECONCILER_TIME_BUDGET", "20s"},
               {"RECONCILER_CONCURRENCY", "16"},
               {"LOG_LEVEL", "warn"},

@@ -53,6 +53,10 @@ class ChaosStack {
   // Before Start: charge-api #1's wall clock runs `offset` off ("+7m", libfaketime's FAKETIME syntax; its
   // monotonic clock is left alone). Throws if libfaketime is not installed (deploy/local/install-deps).
   void SkewChargeApiClock(const std::string& offset);
+  // Before Start: the business deadline of charge-api and the reconciler (`charge.deadline`,
+  // `reconciler.deadline`). Short, so that charges cross it under load: past it a capture is voided, never
+  // kept, and a stalled actor's stale capture must not undo that void.
+  void SetDeadline(std::chrono::seconds deadline) { deadline_ = deadline; }
 
   // PostgreSQL, Kafka, proxies, schema, merchants, every daemon, the supervisor and the reconciler timer.
   void Start();
@@ -133,6 +137,7 @@ class ChaosStack {
   std::unique_ptr<testing::FaultProxy> pg_proxy_, kafka_proxy_, acquirer_proxy_;
   std::string reconciler_failpoints_;
   std::string clock_skew_;  // charge-api #1's FAKETIME; empty: none
+  std::chrono::seconds deadline_{3600};
   std::string start_failure_;  // the first restart the supervisor could not make, under mutex_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> reconciler_timer_on_{false};
