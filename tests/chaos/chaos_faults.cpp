@@ -29,10 +29,12 @@ constexpr const char* kChargeApiFailpoints[] = {"charge.before_intent_commit", "
                                                 "charge.after_acquirer_response"};
 constexpr const char* kReconcilerFailpoints[] = {"reconciler.after_acquirer_lookup", "reconciler.before_transition"};
 // A second run beside the timer's: clean, dead at a failpoint, or stalled there past its claim (5 s), so
-// that another run takes its charges over while it holds what it read.
+// that another run takes its charges over while it holds what it read. The last, a pair: a run that stalls
+// holding what it read, and a third that takes its charges over once its claims lapse and dies at its first
+// decision, typically right after voiding a capture the stalled run read as live before the deadline.
 constexpr const char* kSecondRunFailpoints[] = {
     "", "reconciler.after_acquirer_lookup=crash", "reconciler.before_transition=crash",
-    "reconciler.after_acquirer_lookup=sleep(7000)", "reconciler.before_transition=sleep(7000)"};
+    "reconciler.after_acquirer_lookup=sleep(7000)", "reconciler.before_transition=sleep(7000)", "pair"};
 
 }  // namespace
 
@@ -110,7 +112,9 @@ void FaultSchedule::Loop() {
     }
     if (now >= next) {
       InjectOne();
-      next = now + Between(100, 2 * static_cast<int>(options_.mean_gap.count()));
+      // Twice as often while the first pass through the families lasts, so that a short run meets each.
+      const int mean_ms = static_cast<int>(options_.mean_gap.count()) / (first_rolls_.empty() ? 1 : 2);
+      next = now + Between(100, 2 * mean_ms);
     }
     std::this_thread::sleep_for(20ms);
   }
@@ -199,8 +203,17 @@ void FaultSchedule::InjectOne() {
     });
   } else if (roll >= 100 && roll < 106) {
     const std::string failpoints = kSecondRunFailpoints[index(static_cast<int>(std::size(kSecondRunFailpoints)))];
-    Note("a second reconciler run", failpoints.empty() ? "clean" : failpoints);
-    slow_.emplace_back([this, failpoints] { stack_.RunReconcilerBeside(failpoints); });
+    if (failpoints == "pair") {
+      Note("a second reconciler run", "stalled 7 s at before_transition, and a third 5.5 s later that dies there");
+      slow_.emplace_back([this] { stack_.RunReconcilerBeside("reconciler.before_transition=sleep(7000)"); });
+      slow_.emplace_back([this] {
+        std::this_thread::sleep_for(5500ms);
+        stack_.RunReconcilerBeside("reconciler.before_transition=crash");
+      });
+    } else {
+      Note("a second reconciler run", failpoints.empty() ? "clean" : failpoints);
+      slow_.emplace_back([this, failpoints] { stack_.RunReconcilerBeside(failpoints); });
+    }
   } else if (roll >= 106 && roll < 111) {
     // Every database round trip slower than charge-api's lease (3 s) and near the reconciler's claim (5 s),
     // while the acquirer times out or fails: owners lose their charges mid-work to takeovers.

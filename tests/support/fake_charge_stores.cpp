@@ -291,6 +291,9 @@ asio::awaitable<DbResult<charges::AttemptHistory>> FakeChargeStore::ReadAttemptH
     ++history.not_found_looks;
     history.first_not_found_at = std::min(history.first_not_found_at.value_or(a.started_at), a.started_at);
   }
+  if (history.first_not_found_at) {
+    history.first_not_found_age = std::chrono::floor<std::chrono::milliseconds>(t_.now() - *history.first_not_found_at);
+  }
   co_return history;
 }
 

@@ -348,7 +348,6 @@ asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& cha
       probe_.OnChargeOutcome("needs_review");
       co_return ToHttp(ResponseFor(charges::UnderReview(now, *settled->contradiction)), now.public_id(), false);
     case charges::SettleOutcome::kRefused:
-      probe_.OnChargeOutcome("pending");
       // The statement finished the attempt even though it refused the transition.
       co_return co_await Refused(charge, lease, *settled->refusal, std::nullopt, trace);
   }
@@ -399,8 +398,9 @@ http::Response ChargeService::AnswerFor(const charges::Charge& charge, bool repl
 
 asio::awaitable<http::Response> ChargeService::AnswerAsItIsNow(const charges::Charge& fallback) {
   const auto now = co_await store_.FindById(fallback.merchant_id, fallback.id);
-  if (now && *now) co_return AnswerFor(**now, false);
-  co_return ToHttp(ResponseFor(fallback), fallback.public_id(), false);
+  const auto& answered = now && *now ? **now : fallback;
+  probe_.OnChargeOutcome(OutcomeLabel(answered));
+  co_return AnswerFor(answered, false);
 }
 
 bool ChargeService::PastDeadline(const charges::Charge& charge, std::chrono::steady_clock::time_point read_at) {

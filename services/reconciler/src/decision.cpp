@@ -48,8 +48,7 @@ Decision Unanswered(const LookupFacts& facts, const DecisionOptions& options, ut
 }
 
 Decision NotFound(const LookupFacts& facts, const DecisionOptions& options, util::RandomSource& random) {
-  const auto first = facts.first_not_found_at.value_or(facts.now);
-  const auto waited = std::chrono::duration_cast<milliseconds>(facts.now - first);
+  const auto waited = facts.not_found_for;
   const bool conclusive = facts.not_found_looks >= options.min_not_found_looks && waited >= options.visibility_window;
   if (conclusive) {
     switch (options.not_found_policy) {

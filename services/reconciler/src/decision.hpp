@@ -85,13 +85,12 @@ struct LookupFacts {
   std::chrono::milliseconds until_deadline{std::chrono::milliseconds::max()};
   int check_count = 0;  // earlier looks that left the charge pending
   // kNotFound: not-found looks since the last capture that may have been sent, this one included, and
-  // when the first of them started.
+  // how long ago the first of them started, by the database's clock (0 when this look is the first).
   int not_found_looks = 0;
-  std::optional<charges::Timestamp> first_not_found_at;
+  std::chrono::milliseconds not_found_for{0};
   // AttemptHistory::capture_answered: its client could have been told 202, so a capture made now (with
   // the same key) is one the client was told might still happen.
   bool capture_answered = false;
-  charges::Timestamp now{};
 };
 
 Decision DecideAfterLookup(const LookupFacts& facts, const DecisionOptions& options, util::RandomSource& random);

@@ -184,7 +184,6 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   facts.kind = last.kind;
   facts.capture = last.capture;
   facts.decline_code = last.decline_code;
-  facts.now = deps_.clock.WallNow();
   // The charge's age by the database's clock when it was claimed, plus this run's monotonic time since.
   const auto age = Age(charge, claimed_at);
   facts.past_deadline = age >= options_.decision.deadline;
@@ -200,10 +199,11 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
                      charge.public_id(), history.error().detail);
       co_return;
     }
-    // This look is not finished on record yet, so it is not in the history: count it here.
+    // This look is not finished on record yet, so it is not in the history: count it here. How long ago
+    // the first look started is the database's measure, not this host's clock against the record's.
     facts.not_found_looks = history->not_found_looks + 1;
     facts.capture_answered = history->capture_answered;
-    facts.first_not_found_at = history->first_not_found_at.value_or(run.attempts.back().started_at);
+    facts.not_found_for = history->first_not_found_age.value_or(milliseconds{0});
   }
   const auto decision = DecideAfterLookup(facts, options_.decision, deps_.random);
   log::WithTrace(trace_id, spdlog::level::debug, "charge {}: lookup {} -> {}", charge.public_id(),

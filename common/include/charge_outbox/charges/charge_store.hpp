@@ -169,6 +169,8 @@ struct AttemptHistory {
   // when the first of them started: only looks after a capture can prove that capture is not there.
   int not_found_looks = 0;
   std::optional<Timestamp> first_not_found_at;
+  // How long before the read the first of those started, by the database's clock alone.
+  std::optional<std::chrono::milliseconds> first_not_found_age;
 };
 
 class ChargeStore {
