@@ -21,6 +21,7 @@ struct LedgerCapture {
   std::string id, idempotency_key, reference, currency, merchant;
   std::int64_t amount = 0;
   bool voided = false;
+  std::string voided_at;  // the void's created_at, RFC 3339 cut to milliseconds
 };
 
 struct LocalCharge {
@@ -32,6 +33,7 @@ struct LocalCharge {
 struct Event {
   std::string id, charge, type;
   int sequence = 0;
+  std::string time;  // created_at (ce_time), RFC 3339 with milliseconds
 };
 
 std::string Str(const boost::json::object& o, std::string_view key) {
@@ -58,7 +60,12 @@ std::vector<LedgerCapture> ReadLedger(std::uint16_t acquirer_port) {
       by_id[c.id] = captures.size();
       captures.push_back(std::move(c));
     } else if (type == "void") {
-      if (const auto it = by_id.find(Str(o, "id")); it != by_id.end()) captures[it->second].voided = true;
+      if (const auto it = by_id.find(Str(o, "id")); it != by_id.end()) {
+        captures[it->second].voided = true;
+        // As the outbox writes times (milliseconds), so that the two compare as text.
+        const auto at = Str(o, "created_at");
+        captures[it->second].voided_at = at.size() > 24 ? at.substr(0, 23) + "Z" : at;
+      }
     }
   }
   return captures;
@@ -118,9 +125,10 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
       ++verdict.charges_by_status[c.status];
       charges.emplace(c.public_id, std::move(c));
     }
-    for (const auto& row : tx.exec("SELECT id::text, aggregateid, type, sequence FROM outbox ORDER BY position")) {
+    for (const auto& row : tx.exec("SELECT id::text, aggregateid, type, sequence, rfc3339(created_at) FROM outbox"
+                                   " ORDER BY position")) {
       events.push_back(Event{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
-                             row[3].as<int>()});
+                             row[3].as<int>(), row[4].as<std::string>()});
     }
   }
 
@@ -350,8 +358,27 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
     }
   }
 
+  // 13. A capture is never recorded once its void is under way: every `captured` event of a charge comes
+  // before the acquirer voided that charge's capture. (Both times are this machine's clock: the database's
+  // and acquirer-sim's; RFC 3339 in UTC with milliseconds compares as text.)
+  Invariant after_void{"13. no capture recorded after the acquirer voided it (a stale proof after a void)"};
+  std::map<std::string, std::string> voided_at;  // charge -> when its capture was voided
+  for (const auto& c : ledger) {
+    if (c.voided && !c.voided_at.empty()) voided_at[c.reference] = c.voided_at;
+  }
+  for (const auto& e : events) {
+    if (e.type != "payments.charge.captured.v1") continue;
+    const auto it = voided_at.find(e.charge);
+    if (it == voided_at.end()) continue;
+    ++after_void.checked;
+    if (e.time > it->second) {
+      after_void.Violation(e.charge + " recorded captured at " + e.time + ", after its capture was voided at " +
+                           it->second);
+    }
+  }
+
   verdict.invariants = {once, owned, backed, settled, truthful, announced, delivered, conforming,
-                        per_order, words, behind, flags};
+                        per_order, words, behind, flags, after_void};
   return verdict;
 }
 

@@ -20,6 +20,7 @@
 //  11. no charge captured behind the back of a client that was only ever refused (503, 429) and walked away
 //  12. every charge the window report flagged disagrees with the ledger (a flag on a charge the ledger
 //      agrees with is a false alarm a person would chase)
+//  13. no capture recorded after the acquirer voided it: a stale proof never lands over a void
 #pragma once
 
 #include <cstdint>

@@ -29,12 +29,12 @@ constexpr const char* kChargeApiFailpoints[] = {"charge.before_intent_commit", "
                                                 "charge.after_acquirer_response"};
 constexpr const char* kReconcilerFailpoints[] = {"reconciler.after_acquirer_lookup", "reconciler.before_transition"};
 // A second run beside the timer's: clean, dead at a failpoint, or stalled there past its claim (5 s), so
-// that another run takes its charges over while it holds what it read. The last, a pair: a run that stalls
-// holding what it read, and a third that takes its charges over once its claims lapse and dies at its first
-// decision, typically right after voiding a capture the stalled run read as live before the deadline.
+// that another run takes its charges over while it holds what it read. The last, "across the deadline", is
+// staged (FaultSchedule::StaleRunAcrossTheDeadline).
 constexpr const char* kSecondRunFailpoints[] = {
     "", "reconciler.after_acquirer_lookup=crash", "reconciler.before_transition=crash",
-    "reconciler.after_acquirer_lookup=sleep(7000)", "reconciler.before_transition=sleep(7000)", "pair"};
+    "reconciler.after_acquirer_lookup=sleep(7000)", "reconciler.before_transition=sleep(7000)",
+    "across the deadline"};
 
 }  // namespace
 
@@ -48,6 +48,26 @@ FaultSchedule::FaultSchedule(ChaosStack& stack, FaultOptions options, std::uint6
   first_rolls_.assign(std::begin(kFamilyRolls), std::end(kFamilyRolls));
   std::shuffle(first_rolls_.begin(), first_rolls_.end(), rng_);
   if (options_.restart_kafka) first_rolls_.push_back(97);  // consumed first
+}
+
+void FaultSchedule::StaleRunAcrossTheDeadline() {
+  const auto piling = Between(4000, 7000);
+  const int generation = ++profile_generation_;
+  Note("a second reconciler run", "across the deadline: lookups failing for " + std::to_string(piling.count()) +
+                                      "ms, then a run stalled 7 s at before_transition and one 5.5 s later "
+                                      "stalled 4 s after each void");
+  stack_.SetAcquirerFaults(R"({"timeout_rate": 0.5, "timeout_delay_ms": 2500, "error_rate": 0.6, "retry_after_s": 1,)"
+                           R"( "apply_to": ["capture", "replay", "lookup"]})");
+  slow_.emplace_back([this, piling, generation] {
+    std::this_thread::sleep_for(piling);
+    if (profile_generation_ == generation) stack_.SetAcquirerFaults("{}");
+    std::thread voider([this] {
+      std::this_thread::sleep_for(5500ms);
+      stack_.RunReconcilerBeside("reconciler.after_void=sleep(4000)");
+    });
+    stack_.RunReconcilerBeside("reconciler.before_transition=sleep(7000)");
+    voider.join();
+  });
 }
 
 std::uint64_t FaultSchedule::NextRoll() {
@@ -203,13 +223,8 @@ void FaultSchedule::InjectOne() {
     });
   } else if (roll >= 100 && roll < 106) {
     const std::string failpoints = kSecondRunFailpoints[index(static_cast<int>(std::size(kSecondRunFailpoints)))];
-    if (failpoints == "pair") {
-      Note("a second reconciler run", "stalled 7 s at before_transition, and a third 5.5 s later that dies there");
-      slow_.emplace_back([this] { stack_.RunReconcilerBeside("reconciler.before_transition=sleep(7000)"); });
-      slow_.emplace_back([this] {
-        std::this_thread::sleep_for(5500ms);
-        stack_.RunReconcilerBeside("reconciler.before_transition=crash");
-      });
+    if (failpoints == "across the deadline") {
+      StaleRunAcrossTheDeadline();
     } else {
       Note("a second reconciler run", failpoints.empty() ? "clean" : failpoints);
       slow_.emplace_back([this, failpoints] { stack_.RunReconcilerBeside(failpoints); });

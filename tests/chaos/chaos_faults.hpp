@@ -55,6 +55,12 @@ class FaultSchedule {
 
   void Loop();
   void InjectOne();
+  // Two runs across the charges' deadline: captures left pending pile up while lookups fail (the acquirer
+  // times out after capturing, and answers 503 or times out to lookups); when lookups heal, run A decides "captured" for the
+  // oldest and stalls 7 s before writing it, past its claim (5 s) and, for some, past the deadline; run B
+  // takes them over 5.5 s later, voids those now past the deadline and stalls 4 s after each void. A's
+  // stale captures must not land over B's voids (chaos invariant 13).
+  void StaleRunAcrossTheDeadline();
   // The roll of the next fault: the first injections go through every family once, in an order drawn
   // from the seed (so that even a short run meets each), then a fresh draw each time.
   std::uint64_t NextRoll();

@@ -28,6 +28,8 @@ using std::chrono::milliseconds;
 constexpr std::string_view kFailpointAfterLookup = "reconciler.after_acquirer_lookup";
 // Between a decision and its transition: a test stalls a run here to let another actor act first.
 constexpr std::string_view kFailpointBeforeTransition = "reconciler.before_transition";
+// Between a void's answer and its transition: a run that voided and died (or stalled) before `canceled`.
+constexpr std::string_view kFailpointAfterVoid = "reconciler.after_void";
 
 // The trace of a reconciler transition: a new span in the trace of the request that created the charge,
 // so one trace still follows the charge to every consumer. The run's log lines about the charge carry
@@ -297,6 +299,13 @@ asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, 
   const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, void_call);
   if (Refused(claimed, log, summary)) {
     co_await log.FlushFinish();
+    co_return;
+  }
+  if (co_await failpoints::HitAsync(kFailpointAfterVoid)) {
+    ++summary.errors;
+    co_await log.FlushFinish();
+    log::WithTrace(trace_id, spdlog::level::err, "charge {}: failpoint {}: left pending", charge.public_id(),
+                   kFailpointAfterVoid);
     co_return;
   }
   const auto decision = DecideAfterVoid(run.last().kind, capture_id);

@@ -24,7 +24,7 @@ namespace charge_outbox::failpoints {
 inline const std::vector<std::string> kKnownPoints = {
     "charge.before_intent_commit",  "charge.after_intent_commit",       "charge.after_acquirer_response",
     "relay.after_publish_before_mark", "reconciler.after_acquirer_lookup", "reconciler.before_transition",
-    "inbox.after_commit_before_offset_commit",
+    "reconciler.after_void",           "inbox.after_commit_before_offset_commit",
 };
 
 enum class Action { kNone, kCrash, kError, kSleep };
