@@ -55,8 +55,9 @@ class FaultSchedule {
 
   void Loop();
   void InjectOne();
-  // Two runs across the charges' deadline: captures left pending pile up while lookups fail (the acquirer
-  // times out after capturing, and answers 503 or times out to lookups); when lookups heal, run A decides "captured" for the
+  // Two runs across the charges' deadline, the schedule suspended meanwhile: captures left pending pile up
+  // while lookups fail (the acquirer answers captures and lookups too late, after capturing); when lookups
+  // heal, run A decides "captured" for the
   // oldest and stalls 7 s before writing it, past its claim (5 s) and, for some, past the deadline; run B
   // takes them over 5.5 s later, voids those now past the deadline and stalls 4 s after each void. A's
   // stale captures must not land over B's voids (chaos invariant 13).
@@ -85,6 +86,9 @@ class FaultSchedule {
   std::thread thread_;
   std::chrono::steady_clock::time_point started_{};
   std::vector<std::uint64_t> first_rolls_;  // one roll per family, consumed from the back
+  // While a staged scenario needs the acquirer as it set it (StaleRunAcrossTheDeadline), no other fault
+  // touches the acquirer. Written and read by the injecting thread only.
+  std::chrono::steady_clock::time_point acquirer_staged_until_{};
 };
 
 }  // namespace charge_outbox::chaos

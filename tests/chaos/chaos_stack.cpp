@@ -334,7 +334,8 @@ int ChaosStack::RunReconciler(const std::string& failpoints, std::vector<std::st
               {"RECONCILER_DEADLINE", std::to_string(deadline_.count()) + "s"},
               {"RECONCILER_TIME_BUDGET", "20s"},
               {"RECONCILER_CONCURRENCY", "16"},
-              {"LOG_LEVEL", "warn"},
+              // A run with failpoints is a staged scenario: its decisions are worth reading in the log.
+              {"LOG_LEVEL", failpoints.empty() ? "warn" : "info"},
               {"FAILPOINTS", failpoints},
               {"METRICS_PUSHGATEWAY_URL", std::nullopt}});
   const bool window = !args.empty();
@@ -354,8 +355,17 @@ int ChaosStack::RunWindowReport(std::chrono::system_clock::time_point from, std:
   return RunReconciler("", {"window", "--from", util::FormatRfc3339(from), "--to", util::FormatRfc3339(to)});
 }
 
+void ChaosStack::PauseReconcilerTimer(std::chrono::milliseconds how_long) {
+  const auto until = (Clock::now() + how_long).time_since_epoch();
+  reconciler_paused_until_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(until).count();
+}
+
 void ChaosStack::ReconcilerTimer() {
   while (reconciler_timer_on_ && !stopping_) {
+    if (Clock::now().time_since_epoch() < std::chrono::nanoseconds{reconciler_paused_until_ns_.load()}) {
+      std::this_thread::sleep_for(100ms);
+      continue;
+    }
     std::string failpoints;
     {
       std::lock_guard lock(mutex_);

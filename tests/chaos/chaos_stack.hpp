@@ -91,6 +91,9 @@ class ChaosStack {
   // `reconciler window --from --to` now, during the load; blocks until it ends and returns its exit status.
   int RunWindowReport(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to);
   void StopReconcilerTimer();
+  // No timed run starts for `how_long` (an SRE suspending the CronJob for a manual run); one in progress
+  // goes on.
+  void PauseReconcilerTimer(std::chrono::milliseconds how_long);
 
   // Heals everything: proxies pass, the acquirer is healthy, every daemon runs, no failpoints armed.
   void HealAll();
@@ -141,6 +144,7 @@ class ChaosStack {
   std::string start_failure_;  // the first restart the supervisor could not make, under mutex_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> reconciler_timer_on_{false};
+  std::atomic<std::int64_t> reconciler_paused_until_ns_{0};  // steady_clock, since its epoch
   std::thread supervisor_, reconciler_timer_;
   bool started_ = false;
 };
