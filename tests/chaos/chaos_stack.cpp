@@ -184,10 +184,11 @@ testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
                   // A database that does not answer is told to the client (503) inside its 5 s timeout.
                   {"DATABASE_STATEMENT_TIMEOUT", "1500ms"},
                   {"DATABASE_CALL_TIMEOUT", "2s"},
-                  // Few places at the acquirer, so that a slow acquirer makes charges wait in our own queue:
-                  // 503 acquirer-busy, before their intent and after it.
-                  {"ACQUIRER_POOL_MAX_CONNECTIONS", "6"},
-                  {"ACQUIRER_POOL_MAX_QUEUED", "4"}});
+                  // Few connections to the acquirer and a queue behind them, so that a slow acquirer makes
+                  // charges wait out their deadline in our own queue: 503 acquirer-busy after their intent
+                  // (nothing sent), and before it once the queue is full.
+                  {"ACQUIRER_POOL_MAX_CONNECTIONS", "2"},
+                  {"ACQUIRER_POOL_MAX_QUEUED", "8"}});
       for (const auto& [k, v] : FastAcquirerSettings()) env[k] = v;
       if (slot.index == 1 && !clock_skew_.empty()) {
         env.insert({{"LD_PRELOAD", kLibFaketime}, {"FAKETIME", clock_skew_}, {"FAKETIME_DONT_FAKE_MONOTONIC", "1"},

@@ -135,7 +135,16 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
     const auto r = client.Post("/v1/charges", body, headers);
     ++outcome.attempts;
     const auto label = Label(r);
-    count(label);
+    if (label == "503") {
+      // Which 503: the database's, or our own acquirer queue's before or after the charge's intent.
+      boost::system::error_code ec;
+      const auto problem = boost::json::parse(r.response.body(), ec);
+      const auto* o = ec ? nullptr : problem.if_object();
+      const auto type = o == nullptr ? std::string() : Str(*o, "type");
+      count("503 " + type.substr(type.rfind(':') + 1) + (o != nullptr && o->contains("charge_id") ? " (after the intent)" : ""));
+    } else {
+      count(label);
+    }
     const bool refusal = label == "refused" || label == "503" || label == "429";
     if (!refusal) outcome.only_told_to_retry = false;
     if (r.ok()) {
