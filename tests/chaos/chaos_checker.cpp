@@ -366,11 +366,11 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
   for (const auto& c : ledger) {
     if (c.voided && !c.voided_at.empty()) voided_at[c.reference] = c.voided_at;
   }
+  after_void.checked = static_cast<std::int64_t>(voided_at.size());  // the voided charges whose events were searched for a late capture
   for (const auto& e : events) {
     if (e.type != "payments.charge.captured.v1") continue;
     const auto it = voided_at.find(e.charge);
     if (it == voided_at.end()) continue;
-    ++after_void.checked;
     if (e.time > it->second) {
       after_void.Violation(e.charge + " recorded captured at " + e.time + ", after its capture was voided at " +
                            it->second);

@@ -36,15 +36,20 @@ constexpr const char* kSecondRunFailpoints[] = {
 
 }  // namespace
 
-// One roll in each family's range of InjectOne, Kafka's restart first so that it is not refused for
-// coming within kKafkaRestartSpacing of another.
-constexpr std::uint64_t kFamilyRolls[] = {0, 14, 26, 33, 38, 42, 48, 62, 86, 92, 100, 104, 106, 111};
-constexpr std::uint64_t kRollRange = 117;
+// One roll in each family's range of InjectOne (a link fault on each of the three links), Kafka's
+// restart first so that it is not refused for coming within kKafkaRestartSpacing of another, and the
+// staged run across the deadline next: later, an acquirer fault drawn before it (a kill, a restart that
+// drops its profile) could still be in effect and leave nothing pending to stage.
+constexpr std::uint64_t kFamilyRolls[] = {0, 14, 26, 33, 38, 42, 48, 62, 70, 78, 86, 92, 100, 104, 106, 111, 117, 121};
+constexpr std::uint64_t kStagedRoll = 104;
+constexpr std::uint64_t kRollRange = 125;
 
 FaultSchedule::FaultSchedule(ChaosStack& stack, FaultOptions options, std::uint64_t seed, std::ostream& log)
     : stack_(stack), options_(options), log_(log), rng_(seed) {
   first_rolls_.assign(std::begin(kFamilyRolls), std::end(kFamilyRolls));
   std::shuffle(first_rolls_.begin(), first_rolls_.end(), rng_);
+  std::erase(first_rolls_, kStagedRoll);
+  first_rolls_.push_back(kStagedRoll);  // consumed from the back
   if (options_.restart_kafka) first_rolls_.push_back(97);  // consumed first
 }
 
@@ -146,11 +151,15 @@ void FaultSchedule::Loop() {
 }
 
 void FaultSchedule::InjectOne() {
+  const bool first_pass = !first_rolls_.empty();
   const auto roll = NextRoll();
-  // Faults on the acquirer (kills, profiles, its link, the slow database's profile) would undo a staged
-  // scenario's: skipped while one runs.
-  const bool on_the_acquirer = (roll >= 38 && roll < 62) || (roll >= 106 && roll < 111);
-  if (on_the_acquirer && Clock::now() < acquirer_staged_until_) return;
+  // Faults on the acquirer (kills, profiles, the slow database's profile) would undo a staged scenario's:
+  // skipped while one runs, and in the first pass tried again at its end, so that a short run meets each.
+  const bool on_the_acquirer = (roll >= 38 && roll < 62) || (roll >= 106 && roll < 111) || roll >= 121;
+  if (on_the_acquirer && Clock::now() < acquirer_staged_until_) {
+    if (first_pass) first_rolls_.insert(first_rolls_.begin(), roll);
+    return;
+  }
   auto index = [&](int n) { return static_cast<int>(rng_() % static_cast<std::uint64_t>(n)); };
   if (roll < 14) {
     const int i = index(2);
@@ -197,7 +206,7 @@ void FaultSchedule::InjectOne() {
       if (profile_generation_ == generation) stack_.SetAcquirerFaults("{}");
     });
   } else if (roll < 86) {
-    const int which = index(3);
+    const auto which = (roll - 62) / 8;
     auto& link = which == 0 ? stack_.postgres_link() : which == 1 ? stack_.kafka_link() : stack_.acquirer_link();
     const std::string name = which == 0 ? "PostgreSQL" : which == 1 ? "Kafka" : "acquirer";
     const int mode = index(3);
@@ -251,6 +260,28 @@ void FaultSchedule::InjectOne() {
       stack_.postgres_link().Pass();
       if (profile_generation_ == generation) stack_.SetAcquirerFaults("{}");
     });
+  } else if (roll >= 121) {
+    // Every capture slow but answered (below charge-api's 1 s request timeout): its two connections serve
+    // fewer than the clients send, and the charges queued more than a second behind them wait out each
+    // attempt's time, 503 acquirer-busy after their intent with nothing sent (those that get a connection
+    // late time out on it: unknown, 202). A client that leaves at the 503 must never be charged behind its
+    // back.
+    const auto lasts = Between(4000, 7000);
+    const int generation = ++profile_generation_;
+    // Held like a staged scenario: a kill or another profile drawn meanwhile would end it at once.
+    acquirer_staged_until_ = Clock::now() + lasts;
+    Note("acquirer slow enough to fill our queue", "captures 500-900ms for " + std::to_string(lasts.count()) + "ms");
+    stack_.SetAcquirerFaults(R"({"latency": {"distribution": "uniform", "min_ms": 500, "max_ms": 900}, "apply_to": ["capture"]})");
+    HealLater(lasts, [this, generation] {
+      if (profile_generation_ == generation) stack_.SetAcquirerFaults("{}");
+    });
+  } else if (roll >= 117) {
+    // The issue 41 outage: PostgreSQL gone for longer than charge-api waits for it (its retries of 2 s
+    // calls), so that replays, GETs and new keys are answered 503 while captures stand in the record.
+    const auto lasts = Between(3000, 6000);
+    Note("database away", "black hole to PostgreSQL for " + std::to_string(lasts.count()) + "ms");
+    stack_.postgres_link().BlackHole();
+    HealLater(lasts, [this] { stack_.postgres_link().Pass(); });
   } else if (roll >= 111) {
     // The window report on a recent window: one that has not settled yet (it must flag nothing), or one
     // that has (its flags must be discrepancies the ledger shows).

@@ -86,8 +86,8 @@ class FaultSchedule {
   std::thread thread_;
   std::chrono::steady_clock::time_point started_{};
   std::vector<std::uint64_t> first_rolls_;  // one roll per family, consumed from the back
-  // While a staged scenario needs the acquirer as it set it (StaleRunAcrossTheDeadline), no other fault
-  // touches the acquirer. Written and read by the injecting thread only.
+  // While a scenario needs the acquirer as it set it (StaleRunAcrossTheDeadline, a slow acquirer filling
+  // our queue), no other fault touches the acquirer. Written and read by the injecting thread only.
   std::chrono::steady_clock::time_point acquirer_staged_until_{};
 };
 

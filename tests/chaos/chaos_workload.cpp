@@ -33,6 +33,14 @@ std::optional<std::string> ClaimOf(const boost::json::object& body, unsigned sta
   return std::nullopt;
 }
 
+void NoteClaim(const testing::HttpResult& r, std::vector<std::string>& claims) {
+  if (!r.ok()) return;
+  boost::system::error_code ec;
+  const auto parsed = boost::json::parse(r.response.body(), ec);
+  if (ec || !parsed.is_object()) return;
+  if (auto claim = ClaimOf(parsed.as_object(), r.status())) claims.push_back(std::move(*claim));
+}
+
 // What an exchange came to, for the answers table.
 std::string Label(const testing::HttpResult& r) {
   if (r.ok()) return std::to_string(r.status());
@@ -67,6 +75,7 @@ Workload::Workload(ChaosStack& stack, WorkloadOptions options, std::uint64_t see
 }
 
 void Workload::Run() {
+  started_ = std::chrono::steady_clock::now();
   std::vector<std::thread> clients;
   for (int c = 0; c < options_.clients; ++c) clients.emplace_back([this, c] { Client(c); });
   for (auto& t : clients) t.join();
@@ -76,6 +85,7 @@ void Workload::Client(int client_index) {
   for (;;) {
     const int i = next_++;
     if (i >= options_.charges) return;
+    std::this_thread::sleep_until(started_ + std::chrono::milliseconds{options_.spread} * i / options_.charges);
     constexpr std::uint64_t kSpread = 0x9E3779B97F4A7C15;
     const auto intent_seed = seed_ ^ (static_cast<std::uint64_t>(i) * kSpread) ^ static_cast<std::uint64_t>(client_index);
     std::mt19937_64 rng(intent_seed ^ 0xD1B54A32D192ED03ULL);
@@ -147,13 +157,7 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
     }
     const bool refusal = label == "refused" || label == "503" || label == "429";
     if (!refusal) outcome.only_told_to_retry = false;
-    if (r.ok()) {
-      boost::system::error_code ec;
-      const auto parsed = boost::json::parse(r.response.body(), ec);
-      if (!ec && parsed.is_object()) {
-        if (auto claim = ClaimOf(parsed.as_object(), r.status())) outcome.claims.push_back(std::move(*claim));
-      }
-    }
+    NoteClaim(r, outcome.claims);
     if (walks_away && (label == "503" || label == "429")) {
       outcome.walked_away = true;
       outcome.gave_up = true;
@@ -190,6 +194,7 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
           const auto got = poller.Get("/v1/charges/" + outcome.charge_id,
                                       {{"Authorization", "Bearer " + intent.api_key}});
           count("GET " + Label(got));
+          NoteClaim(got, outcome.claims);  // a GET's words are about the same charge (a 503, say)
           if (!got.ok() || got.status() != 200u) continue;
           const auto state = Str(got.json().as_object(), "status");
           if (state == "pending") continue;

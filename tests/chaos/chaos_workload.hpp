@@ -61,6 +61,9 @@ struct WorkloadOptions {
   double walk_away_share = 0.3;   // of clients, how many leave at their first 503 or 429
   std::chrono::seconds give_up{60};
   std::chrono::milliseconds request_timeout{5000};
+  // The intents' arrivals spread evenly over at least this long: a short run lasts until the fault
+  // schedule's first pass has met every family under load, however fast the stack answers.
+  std::chrono::seconds spread{45};
 };
 
 class Workload {
@@ -85,6 +88,7 @@ class Workload {
   std::uint64_t seed_;
   std::vector<IntentOutcome> outcomes_;
   std::atomic<int> next_{0};
+  std::chrono::steady_clock::time_point started_;
   std::atomic<int> done_{0};
   mutable std::mutex answers_mutex_;
   std::map<std::string, std::int64_t> answers_;
