@@ -251,7 +251,7 @@ has "$E" "$relay:spec.strategy.type=Recreate" "outboxRelay.updateStrategy"
 # The alerts: every metric they read is one the code registers, every runbook a heading of docs/operations.md.
 rules=$(grep '^PrometheusRule/' <<<"$E")
 for alert in ChargeOutboxOutboxLag ChargeOutboxRelayAbsent ChargeOutboxEventsParked ChargeOutboxPendingChargesOverdue \
-  ChargeOutboxReconcilerRunFailed ChargeOutboxReconcilerNotSucceeding; do
+  ChargeOutboxChargesNeedReview ChargeOutboxReconcilerRunFailed ChargeOutboxReconcilerNotSucceeding; do
   has "$rules" "PrometheusRule/rel-charge-outbox:spec.groups.[].rules.[].alert=$alert" "alert"
 done
 for metric in $(grep -oE '[a-z_]+\{' <<<"$(grep '\.expr=' <<<"$rules")" | tr -d '{' | sort -u); do

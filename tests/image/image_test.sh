@@ -26,7 +26,7 @@ archive=$CHARGE_OUTBOX_IMAGE
 [[ $(id -u) -eq 0 ]] || fail "the image test needs root to chroot into the image's root filesystem"
 command -v jq >/dev/null || fail "jq is missing: run deploy/local/install-deps"
 
-daemons=(charge-api outbox-relay reconciler charge-migrate acquirer-sim settlement-projection)
+daemons=(charge-api outbox-relay reconciler charge-migrate acquirer-sim settlement-projection charge-admin)
 run_id=$(od -An -tx1 -N6 /dev/urandom | tr -d ' \n')
 database=image_test_$run_id
 topic=image-test-$run_id

@@ -38,8 +38,9 @@ const std::vector<std::pair<std::string, std::string>> kPrefixes = {
     {"common/src/inbox/", "inbox_"},
     {"services/settlement-projection/", "settlement_projection_"},
 };
-// Names the product contract fixes, whatever the rule says.
+// Names the product contract (or an issue) fixes, whatever the rule says.
 const std::map<std::string, std::string> kContract = {{"charges_pending_overdue", "services/charge-api/"},
+                                                      {"charges_needs_review", "services/charge-api/"},
                                                       {"outbox_lag_seconds", "services/outbox-relay/"}};
 
 // A metric registered with a literal name: the prometheus builder chain, or common's one-call helpers

@@ -11,14 +11,15 @@ namespace asio = boost::asio;
 
 AttemptRecorder::AttemptRecorder(ChargeStore& store, std::string charge_id, acquirer::Operation operation,
                                  std::string actor, std::string trace_id, std::optional<Ownership> ownership,
-                                 std::optional<int> first_attempt_on_record)
+                                 std::optional<int> first_attempt_on_record, bool in_review)
     : store_(store),
       charge_id_(std::move(charge_id)),
       operation_(operation),
       actor_(std::move(actor)),
       trace_id_(std::move(trace_id)),
       ownership_(std::move(ownership)),
-      first_attempt_on_record_(first_attempt_on_record) {}
+      first_attempt_on_record_(first_attempt_on_record),
+      in_review_(in_review) {}
 
 asio::awaitable<void> AttemptRecorder::OnAttemptStarted(const acquirer::AttemptContext& attempt,
                                                         std::chrono::system_clock::time_point /*started_at*/) {
@@ -28,7 +29,7 @@ asio::awaitable<void> AttemptRecorder::OnAttemptStarted(const acquirer::AttemptC
     co_return;
   }
   // Named, not a braced temporary in the co_await expression: GCC 12 destroys such temporaries twice.
-  AttemptStart start{attempt.request_id, operation_, actor_, std::nullopt, {}};
+  AttemptStart start{attempt.request_id, operation_, actor_, std::nullopt, {}, in_review_};
   if (ownership_) {
     start.lease = ownership_->lease;
     start.deadline = ownership_->deadline;

@@ -16,6 +16,7 @@
 #include "api_key_cache.hpp"
 #include "charge_api_probe.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/charges/review_store.hpp"
 #include "charge_outbox/db/database.hpp"
 #include "charge_outbox/db/migrations.hpp"
 #include "charge_outbox/log/log.hpp"
@@ -133,6 +134,7 @@ struct ChargeApiApp::Parts {
         probe(*registry),
         database(config.database_url, config.database),
         store(charges::MakePgChargeStore(database)),
+        review(charges::MakePgReviewStore(database)),
         background_work(asio::make_work_guard(background)),
         acquirer_client(background.get_executor(), config.acquirer),
         policy(config.acquirer.retry, std::make_shared<util::Mt19937RandomSource>()),
@@ -161,12 +163,15 @@ struct ChargeApiApp::Parts {
                }),
         admin_server(config.admin, [this](http::Request request) { return admin_router.Handle(std::move(request)); }) {}
 
-  // Refreshes charges_pending_overdue: the alert that something is stuck, whatever the cause.
+  // Refreshes charges_pending_overdue (the alert that something is stuck, whatever the cause) and
+  // charges_needs_review (what waits for a person).
   asio::awaitable<void> RefreshPendingOverdue() {
     asio::steady_timer timer(co_await asio::this_coro::executor);
     while (!stopping) {
       const auto count = co_await store->CountPendingOlderThan(config.pending_overdue_after);
       if (count) probe.SetPendingOverdue(*count);
+      const auto in_review = co_await review->CountByReason();
+      if (in_review) probe.SetNeedsReview(*in_review);
       timer.expires_after(config.pending_overdue_refresh);
       boost::system::error_code ec;
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -178,6 +183,7 @@ struct ChargeApiApp::Parts {
   ChargeApiProbe probe;
   db::Database database;
   std::unique_ptr<charges::ChargeStore> store;
+  std::unique_ptr<charges::ReviewStore> review;  // the count of charges in needs_review only
   // The acquirer client's connections and the gauge refresh run here, off the server's I/O threads.
   asio::io_context background;
   asio::executor_work_guard<asio::io_context::executor_type> background_work;

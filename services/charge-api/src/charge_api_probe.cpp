@@ -21,6 +21,8 @@ ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
                                                  "Acquirer call latency by operation and evidence class")),
       pending_overdue_(metrics::Gauge(registry, "charges_pending_overdue",
                                       "Charges still pending past the configured deadline")),
+      needs_review_(metrics::GaugeFamily(registry, "charges_needs_review",
+                                         "Charges in needs_review, waiting for a person's decision, by reason")),
       auth_lookups_(metrics::CounterFamily(registry, "charge_api_auth_lookups_total",
                                            "API keys looked up in the database (not answered from memory), by outcome")),
       refused_(metrics::CounterFamily(registry, "charge_api_refused_requests_total",
@@ -84,5 +86,18 @@ void ChargeApiProbe::SetLateRecords(int outstanding) { late_records_.Set(static_
 void ChargeApiProbe::OnUnflaggedContradiction() { unflagged_contradictions_.Increment(); }
 
 void ChargeApiProbe::SetPendingOverdue(std::int64_t count) { pending_overdue_.Set(static_cast<double>(count)); }
+
+void ChargeApiProbe::SetNeedsReview(const std::vector<std::pair<std::string, std::int64_t>>& by_reason) {
+  std::lock_guard lock(needs_review_mutex_);
+  std::set<std::string> now;
+  for (const auto& [reason, count] : by_reason) {
+    needs_review_.Add({{"reason", reason}}).Set(static_cast<double>(count));
+    now.insert(reason);
+    needs_review_reasons_.insert(reason);
+  }
+  for (const auto& reason : needs_review_reasons_) {
+    if (!now.contains(reason)) needs_review_.Add({{"reason", reason}}).Set(0);
+  }
+}
 
 }  // namespace charge_outbox::charge_api

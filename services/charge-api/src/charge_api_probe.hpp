@@ -6,7 +6,12 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "charge_outbox/acquirer/model.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
@@ -25,6 +30,9 @@ class ChargeApiProbe {
   void OnInFlightConflict();
   void OnAcquirerCall(const acquirer::AttemptOutcome& outcome, std::chrono::nanoseconds latency);
   void SetPendingOverdue(std::int64_t count);
+  // Charges in needs_review, by reason (the whole table's count, as every replica reads it). A reason no
+  // longer counted drops to 0, so an alert on it resolves.
+  void SetNeedsReview(const std::vector<std::pair<std::string, std::int64_t>>& by_reason);
   // API keys looked up in the database, by outcome: found, unknown, error.
   void OnAuthLookup(std::string_view outcome);
   // Requests refused before any work, by reason: failed_auth_limit, merchant_rate_limit.
@@ -48,6 +56,9 @@ class ChargeApiProbe {
   prometheus::Family<prometheus::Counter>& acquirer_calls_;
   prometheus::Family<prometheus::Histogram>& acquirer_latency_;
   prometheus::Gauge& pending_overdue_;
+  prometheus::Family<prometheus::Gauge>& needs_review_;
+  std::mutex needs_review_mutex_;
+  std::set<std::string> needs_review_reasons_;  // every reason ever exported, under the mutex
   prometheus::Family<prometheus::Counter>& auth_lookups_;
   prometheus::Family<prometheus::Counter>& refused_;
   prometheus::Family<prometheus::Gauge>& auth_cache_entries_;

@@ -122,7 +122,14 @@ Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& 
                "resubmit_unknown");
 }
 
-Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_id) {
+Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_id, int check_count,
+                         const DecisionOptions& options, util::RandomSource& random) {
+  // A void is idempotent at the acquirer (the charge's own key), and once on record no capture of the
+  // charge lands any more: one that got no answer is asked again by a later run (its lookup sees the
+  // capture still live past the deadline, or voided by the answer we lost), not handed to a person.
+  if (retry::IsTransient(acquirer::RetryabilityOf(kind))) {
+    return Defer(NextCheckDelay(check_count, options, random), true, "void_retry");
+  }
   acquirer::Capture voided;
   voided.id = capture_id;
   const charges::RunFacts run{charges::RunKind::kVoid, kind, voided, std::nullopt, false};

@@ -19,6 +19,7 @@
 //                                                                       could have been told 202), else review
 //   - no usable answer                                              -> stay pending, backoff with jitter
 //   - past the deadline and still unconfirmed                        -> needs_review
+//   - a void that got no answer                                     -> stay pending, void again later
 #pragma once
 
 #include <chrono>
@@ -113,8 +114,11 @@ struct ResubmitFacts {
 Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& options,
                              util::RandomSource& random);
 
-// What voiding `capture_id` with the charge's key showed (past the deadline).
-Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_id);
+// What voiding `capture_id` with the charge's key showed (past the deadline): confirmed, canceled; no
+// answer (transient), stay pending and void again after NextCheckDelay; refused as a request (or a capture
+// not ours), needs_review (void_unconfirmed), for a person.
+Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_id, int check_count,
+                         const DecisionOptions& options, util::RandomSource& random);
 
 // The delay before the next look after `check_count` earlier ones left the charge pending: retry::Backoff
 // (base * 2^check_count, capped) with options.backoff's jitter, equal by default, uniform in

@@ -308,7 +308,8 @@ asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, 
                    kFailpointAfterVoid);
     co_return;
   }
-  const auto decision = DecideAfterVoid(run.last().kind, capture_id);
+  const auto decision =
+      DecideAfterVoid(run.last().kind, capture_id, claimed.check_count, options_.decision, deps_.random);
   log::WithTrace(trace_id, spdlog::level::info, "charge {}: captured but past its deadline; void {}: {}",
                  charge.public_id(), acquirer::ToString(run.last().kind), decision.why);
   co_await Apply(claimed, claimed_at, decision, log, summary);

@@ -21,6 +21,7 @@
 #include "charge_outbox/charges/reconciliation_store.hpp"
 #include "charge_outbox/db/database.hpp"
 #include "charge_outbox/log/log.hpp"
+#include "charge_outbox/util/file_output.hpp"
 #include "pending_sweep.hpp"
 #include "reconciler_probe.hpp"
 #include "window_reconciliation.hpp"
@@ -29,17 +30,6 @@ namespace charge_outbox::reconciler {
 namespace {
 
 namespace asio = boost::asio;
-
-bool WriteAll(int fd, const std::string& text) {
-  std::size_t written = 0;
-  while (written < text.size()) {
-    const auto n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    written += static_cast<std::size_t>(n);
-  }
-  return true;
-}
 
 // Written beside the target and renamed over it, so a reader never sees half a report.
 bool WriteFileAtomically(const std::string& path, const std::string& text) {
@@ -176,7 +166,7 @@ int ReconcilerApp::RunWindow(const CommandLine& command, int report_fd) {
     return p.Finish(failed);
   }
   const auto text = boost::json::serialize(result->report) + "\n";
-  const bool written = output.empty() ? WriteAll(report_fd, text) : WriteFileAtomically(output, text);
+  const bool written = output.empty() ? util::WriteAll(report_fd, text) : WriteFileAtomically(output, text);
   if (!written) {
     spdlog::error("writing the report to {} failed: {}", output.empty() ? "stdout" : output, std::strerror(errno));
     ++result->summary.errors;

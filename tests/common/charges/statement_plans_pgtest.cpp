@@ -12,6 +12,7 @@
 
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/charges/reconciliation_store.hpp"
+#include "charge_outbox/charges/review_store.hpp"
 #include "pg_test_database.hpp"
 
 namespace charge_outbox::charges {
@@ -53,6 +54,7 @@ TEST(ChargeStorePlansTest, AStatementThatNamesOneChargeFindsItThroughThePrimaryK
 
   std::vector<StatementText> statements = PgChargeStoreStatements();
   for (const auto& s : PgReconciliationStoreStatements()) statements.push_back(s);
+  for (const auto& s : PgReviewStoreStatements()) statements.push_back(s);
   pqxx::connection conn(db->url());
   int by_id = 0;
   for (const auto& [name, sql] : statements) {

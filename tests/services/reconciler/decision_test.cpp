@@ -266,15 +266,27 @@ TEST_F(ReconcilerDecisionTest, ResubmitOutcomes) {
   EXPECT_TRUE(d.error);
 }
 
-TEST_F(ReconcilerDecisionTest, VoidConfirmedIsCanceledAnythingElseNeedsReview) {
-  auto d = DecideAfterVoid(OutcomeKind::kVoided, "cap_9");
+TEST_F(ReconcilerDecisionTest, AVoidConfirmedIsCanceledAVoidRefusedNeedsAPersonAVoidUnansweredIsTriedAgain) {
+  auto d = DecideAfterVoid(OutcomeKind::kVoided, "cap_9", 0, options_, random_);
+  EXPECT_EQ(d.step, Step::kResolve);
   EXPECT_EQ(d.transition.to, ChargeStatus::kCanceled);
   EXPECT_EQ(d.transition.acquirer_capture_id, "cap_9");
-  for (const auto kind : {OutcomeKind::kTimedOut, OutcomeKind::kContractError, OutcomeKind::kUnavailable}) {
-    d = DecideAfterVoid(kind, "cap_9");
+  for (const auto kind : {OutcomeKind::kContractError, OutcomeKind::kMismatch}) {
+    d = DecideAfterVoid(kind, "cap_9", 0, options_, random_);
+    EXPECT_EQ(d.step, Step::kResolve);
     EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
     EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kVoidUnconfirmed));
     EXPECT_EQ(d.transition.acquirer_capture_id, "cap_9");
+  }
+  // Issue 42: a void that got no answer is idempotent to ask again, and while it is on record no capture
+  // lands; the charge stays pending (visible as overdue), never in a person's queue for the acquirer's weather.
+  for (const auto kind : {OutcomeKind::kTimedOut, OutcomeKind::kUnavailable, OutcomeKind::kThrottled,
+                          OutcomeKind::kServerError, OutcomeKind::kNotSent, OutcomeKind::kConnectionDropped,
+                          OutcomeKind::kInFlight}) {
+    d = DecideAfterVoid(kind, "cap_9", 3, options_, random_);
+    EXPECT_EQ(d.step, Step::kDefer) << acquirer::ToString(kind);
+    EXPECT_TRUE(d.error) << "the run says the acquirer did not answer";
+    EXPECT_GE(d.defer, NextCheckDelay(3, options_, random_) / 2);
   }
 }
 

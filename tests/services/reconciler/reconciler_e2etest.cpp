@@ -418,19 +418,41 @@ TEST_F(ReconcilerE2E, PastTheDeadlineACaptureIsVoidedWithTheSameKeyAndTheChargeC
 }
 
 TEST_F(ReconcilerE2E, PastTheDeadlineWithoutConfirmationNeedsReview) {
-  InsertPending(1, "unvoidable-", "2 hours");
   InsertPending(1, "unknown-", "2 hours");
-  CaptureAtAcquirer("unvoidable-1");
-  SetFaults(R"({"error_rate": 1.0, "retry_after_s": 0, "apply_to": ["void"]})");
   const auto run = RunReconciler();
-  EXPECT_EQ(Status("unvoidable-1"), "needs_review");
-  EXPECT_EQ(Field("unvoidable-1", "failure_reason"), "void_unconfirmed");
-  EXPECT_EQ(TerminalEvents("unvoidable-1"), "payments.charge.needs_review.v1");
   // Not found, a single look, past the deadline: nobody can confirm anything any more.
   EXPECT_EQ(Status("unknown-1"), "needs_review");
   EXPECT_EQ(Field("unknown-1", "failure_reason"), "deadline_passed_unconfirmed");
-  EXPECT_EQ(run.summary.at("needs_review").as_int64(), 2);
+  EXPECT_EQ(TerminalEvents("unknown-1"), "payments.charge.needs_review.v1");
+  EXPECT_EQ(run.summary.at("needs_review").as_int64(), 1);
+}
+
+// Issue 42: a void the acquirer did not answer is the acquirer's weather, not a person's decision. The
+// charge stays pending with its void on record (so no capture of it lands), and a later run voids it
+// again with the same key and cancels it.
+TEST_F(ReconcilerE2E, AVoidThatFailedTransientlyIsVoidedAgainByALaterRunAndEndsCanceledNotInReview) {
+  InsertPending(1, "unvoidable-", "2 hours");
+  CaptureAtAcquirer("unvoidable-1");
+  SetFaults(R"({"error_rate": 1.0, "retry_after_s": 0, "apply_to": ["void"]})");
+  const auto failed = RunReconciler();
+  EXPECT_EQ(failed.process.exit_code, 1) << "a run whose void got no answer says so";
+  EXPECT_EQ(Status("unvoidable-1"), "pending");
+  EXPECT_EQ(failed.summary.at("needs_review").as_int64(), 0);
+  EXPECT_EQ(failed.summary.at("still_pending").as_int64(), 1);
+  EXPECT_EQ(TerminalEvents("unvoidable-1"), "");
   EXPECT_EQ(LedgerEntries("void", AcquirerKey("unvoidable-1")), 0u);
+
+  SetFaults("{}");
+  db_->Execute("UPDATE charges SET next_check_at = now()");
+  const auto later = RunReconciler();
+  EXPECT_EQ(later.process.exit_code, 0) << later.process.out;
+  EXPECT_EQ(Status("unvoidable-1"), "canceled");
+  EXPECT_EQ(TerminalEvents("unvoidable-1"), "payments.charge.canceled.v1");
+  EXPECT_EQ(LedgerEntries("void", AcquirerKey("unvoidable-1")), 1u);
+  // Every attempt of the first run refused with 503, then one void with the same key that the acquirer did.
+  EXPECT_THAT(db_->Scalar("SELECT string_agg(operation || '/' || outcome, ',' ORDER BY attempt_no) FROM "
+                          "acquirer_attempts WHERE actor = 'reconciler' AND operation = 'void'"),
+              ::testing::MatchesRegex("(void/unavailable,)+void/voided"));
 }
 
 TEST_F(ReconcilerE2E, CrashAtItsFailpointLosesNothingAndTheNextRunResolvesOnce) {

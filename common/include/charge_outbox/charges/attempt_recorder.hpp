@@ -39,10 +39,11 @@ class AttemptRecorder final : public acquirer::AttemptObserver {
   // `actor` is "charge-api" or "reconciler". `trace_id`: the trace of the request or run working on the
   // charge, which its log lines carry ("" for none). `ownership`: required for captures and voids.
   // `first_attempt_on_record`: the number of an attempt already recorded as started for attempt 1 of this
-  // run (charge-api records it with the intent).
+  // run (charge-api records it with the intent). `in_review`: a person's void of a charge in needs_review
+  // (AttemptStart::in_review), recorded without ownership and only while the charge is in review.
   AttemptRecorder(ChargeStore& store, std::string charge_id, acquirer::Operation operation, std::string actor,
                   std::string trace_id, std::optional<Ownership> ownership = std::nullopt,
-                  std::optional<int> first_attempt_on_record = std::nullopt);
+                  std::optional<int> first_attempt_on_record = std::nullopt, bool in_review = false);
 
   boost::asio::awaitable<void> OnAttemptStarted(const acquirer::AttemptContext& attempt,
                                                 std::chrono::system_clock::time_point started_at) override;
@@ -77,6 +78,7 @@ class AttemptRecorder final : public acquirer::AttemptObserver {
   std::string trace_id_;
   std::optional<Ownership> ownership_;
   std::optional<int> first_attempt_on_record_;
+  bool in_review_ = false;
   int current_ = 0;  // the attempt number on record, 0 if its start could not be written
   std::optional<AttemptFinish> pending_;
   std::optional<Refusal> refusal_;

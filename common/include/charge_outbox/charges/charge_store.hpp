@@ -64,6 +64,9 @@ struct AttemptStart {
   // Captures only: the charge's deadline from its creation. Past it (by the database's clock), or once a
   // void of the charge is on record, no capture is recorded, so none is sent.
   std::chrono::milliseconds deadline{0};
+  // A person's void of a charge in needs_review (charge-admin), which no actor owns: recorded without a
+  // lease, only while the charge is still in needs_review (refused kNotOwner once a decision settled it).
+  bool in_review = false;
 };
 
 // Why an attempt was not recorded (and so must not be sent), or a transition did not land on a charge

@@ -61,8 +61,9 @@ constexpr db::Statement kTakeOver{
       WHERE c.id = $1 AND )sql" STILL_PENDING("c")
     " AND (c.lease_expires_at IS NULL OR c.lease_expires_at <= now()) RETURNING " CHARGE_COLUMNS};
 
-// $1 charge, $2 request id, $3 operation, $4 actor, $5 owner (NULL: a lookup, which needs none), $6 the
-// lease renewed (ms), $7 a capture's deadline (ms from the charge's creation). A capture or a void is
+// $1 charge, $2 request id, $3 operation, $4 actor, $5 owner (NULL: a lookup, which needs none, or a
+// person's void), $6 the lease renewed (ms), $7 a capture's deadline (ms from the charge's creation), $8 a
+// person's void (charge-admin), recorded only while the charge is in needs_review. A capture or a void is
 // recorded only while $5 holds a live lease on the pending charge, which this renews: an owner that lost
 // its charge (its lease ran out while its database or the acquirer was slow, and someone took over) sends
 // nothing more. A capture also only before the deadline and while no void of the charge is on record.
@@ -76,6 +77,7 @@ constexpr db::Statement kStartAttempt{
                                  ELSE now() + $6::bigint * interval '1 millisecond' END
        WHERE id = $1
          AND ($5::text IS NULL OR (owner_id = $5 AND lease_expires_at > now() AND )sql" STILL_PENDING("charges") R"sql())
+         AND ($8::boolean IS NOT TRUE OR status = 'needs_review')
          AND ($3 <> 'capture'
               OR (created_at > now() - $7::bigint * interval '1 millisecond'
                   AND NOT EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = $1 AND v.operation = 'void')))
@@ -281,8 +283,13 @@ class PgChargeStore final : public ChargeStore {
 
   asio::awaitable<DbResult<StartedAttempt>> StartAttempt(const std::string& charge_id, const AttemptStart& a) override {
     const bool moves_money = a.operation == acquirer::Operation::kCapture || a.operation == acquirer::Operation::kVoid;
-    // A capture or void without an owner could be sent beside another actor's: a bug, refused loudly.
-    if (moves_money && !a.lease) co_return db::DbError{db::DbErrc::kFailed, "a capture or void attempt needs its owner"};
+    // A capture or void without an owner could be sent beside another actor's: a bug, refused loudly. The
+    // one exception is a person's void of a charge in review, which nothing else acts on.
+    const bool persons_void = a.in_review && a.operation == acquirer::Operation::kVoid && !a.lease;
+    if (a.in_review && !persons_void) co_return db::DbError{db::DbErrc::kFailed, "only a void is recorded in review"};
+    if (moves_money && !a.lease && !persons_void) {
+      co_return db::DbError{db::DbErrc::kFailed, "a capture or void attempt needs its owner"};
+    }
     if (a.operation == acquirer::Operation::kCapture && a.deadline.count() <= 0) {
       co_return db::DbError{db::DbErrc::kFailed, "a capture attempt needs the charge's deadline"};
     }
@@ -291,8 +298,10 @@ class PgChargeStore final : public ChargeStore {
     co_return co_await RunJob<StartedAttempt>(pool_, [&](PgConnection& conn) -> asio::awaitable<StartedAttempt> {
       const auto r = co_await conn.Execute(kStartAttempt, charge_id, a.request_id,
                                            std::string(acquirer::ToString(a.operation)), a.actor, Nullable(owner),
-                                           lease_ms, static_cast<std::int64_t>(a.deadline.count()));
+                                           lease_ms, static_cast<std::int64_t>(a.deadline.count()),
+                                           persons_void ? "true" : "false");
       if (!r.empty()) co_return StartedAttempt{r[0][0].as<int>(), std::nullopt};
+      if (persons_void) co_return StartedAttempt{0, Refusal::kNotOwner};  // a decision settled it meanwhile
       const auto facts = co_await conn.Execute(kRefusalFacts, charge_id, Nullable(owner));
       if (facts.empty()) throw std::runtime_error("no charge " + charge_id + " to record an attempt of");
       const auto row = facts[0];

@@ -1,0 +1,156 @@
+#include "command_line.hpp"
+
+#include <cctype>
+
+#include "charge_outbox/config/config.hpp"
+
+namespace charge_outbox::charge_admin {
+namespace {
+
+// Bounds on what a person types, so that nothing unbounded reaches the audit table or a log line.
+constexpr std::size_t kMaxName = 200;
+constexpr std::size_t kMaxReason = 2000;
+constexpr std::size_t kMaxKey = 255;
+constexpr std::size_t kMaxOrder = 255;
+
+[[noreturn]] void Usage(const std::string& problem) { throw config::ConfigError("argv", problem + "\n" + kUsage); }
+
+bool IsUuid(const std::string& s) {
+  if (s.size() != 36) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
+
+std::string ChargeUuid(const std::string& text) {
+  if (IsUuid(text)) return text;
+  if (auto uuid = charges::UuidFromPublicId(text)) return *uuid;
+  Usage("'" + text.substr(0, 80) + "' is not a charge id (ch_ and 32 hex digits, or a uuid)");
+}
+
+// Printable text of at most `max` bytes that is not only blanks: a name or a reason a person typed.
+std::string Text(const std::string& flag, const std::string& value, std::size_t max) {
+  if (value.size() > max) Usage(flag + " is longer than " + std::to_string(max) + " bytes");
+  bool blank = true;
+  for (const char c : value) {
+    const auto ch = static_cast<unsigned char>(c);
+    if (ch < 0x20 || ch == 0x7f) Usage(flag + " must not contain control characters");
+    if (ch != ' ') blank = false;
+  }
+  if (blank) Usage(flag + " must not be empty");
+  return value;
+}
+
+}  // namespace
+
+CommandLine ParseCommandLine(const std::vector<std::string>& args) {
+  if (args.size() < 2) Usage("a command is needed");
+  CommandLine cl;
+  const auto& noun = args[0];
+  const auto& verb = args[1];
+  if (noun == "review" && verb == "list") {
+    cl.command = CommandLine::Command::kReviewList;
+  } else if (noun == "review" && verb == "show") {
+    cl.command = CommandLine::Command::kReviewShow;
+  } else if (noun == "review" && verb == "resolve") {
+    cl.command = CommandLine::Command::kReviewResolve;
+  } else if (noun == "charge" && verb == "find") {
+    cl.command = CommandLine::Command::kChargeFind;
+  } else {
+    Usage("unknown command '" + noun.substr(0, 40) + " " + verb.substr(0, 40) + "'");
+  }
+  std::optional<std::string> to, older_than, limit;
+  bool by_seen = false, reason_seen = false;
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    const auto& arg = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) Usage(arg + " needs a value");
+      return args[++i];
+    };
+    if (arg == "--json") {
+      cl.json = true;
+    } else if (arg == "--merchant") {
+      cl.merchant_id = value();
+      if (!IsUuid(*cl.merchant_id)) Usage("--merchant needs a merchant's uuid");
+    } else if (arg == "--key") {
+      cl.key = value();
+      if (cl.key->empty() || cl.key->size() > kMaxKey) Usage("--key needs an idempotency key (1 to 255 bytes)");
+    } else if (arg == "--order") {
+      cl.order_id = value();
+      if (cl.order_id->empty() || cl.order_id->size() > kMaxOrder) Usage("--order needs an order id (1 to 255 bytes)");
+    } else if (arg == "--reason" && cl.command == CommandLine::Command::kReviewList) {
+      cl.reason_filter = value();
+      if (cl.reason_filter->empty() || cl.reason_filter->size() > 100) Usage("--reason needs a failure reason");
+    } else if (arg == "--reason") {
+      cl.reason = Text("--reason", value(), kMaxReason);
+      reason_seen = true;
+    } else if (arg == "--older-than") {
+      older_than = value();
+    } else if (arg == "--limit") {
+      limit = value();
+    } else if (arg == "--to") {
+      to = value();
+    } else if (arg == "--by") {
+      cl.by = Text("--by", value(), kMaxName);
+      by_seen = true;
+    } else if (arg == "--against-acquirer") {
+      cl.against_acquirer = Text("--against-acquirer", value(), kMaxReason);
+    } else if (!arg.empty() && arg[0] != '-' && !cl.charge_id) {
+      cl.charge_id = ChargeUuid(arg);
+    } else {
+      Usage("unexpected argument '" + arg.substr(0, 80) + "'");
+    }
+  }
+
+  using Command = CommandLine::Command;
+  const bool list = cl.command == Command::kReviewList;
+  const bool resolve = cl.command == Command::kReviewResolve;
+  if (!list && (older_than || limit || cl.reason_filter)) Usage("--older-than and --limit belong to review list");
+  if (!resolve && (to || by_seen || cl.against_acquirer || reason_seen)) {
+    Usage("--to, --reason TEXT, --by and --against-acquirer belong to review resolve");
+  }
+  if (list) {
+    if (cl.charge_id || cl.key || cl.order_id) Usage("review list takes filters, not a charge");
+    if (older_than) {
+      cl.older_than = config::ParseDuration(*older_than);
+      if (!cl.older_than) Usage("--older-than '" + older_than->substr(0, 40) + "' is not a duration (30m, 24h)");
+    }
+    if (limit) {
+      try {
+        std::size_t used = 0;
+        cl.limit = std::stoi(*limit, &used);
+        if (used != limit->size()) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        Usage("--limit needs a whole number");
+      }
+      if (cl.limit < 1 || cl.limit > 10'000) Usage("--limit must be between 1 and 10000");
+    }
+    return cl;
+  }
+  // The other commands are about one charge (charge find: or an order's charges).
+  const bool by_key = cl.merchant_id && cl.key;
+  const bool by_order = cl.merchant_id && cl.order_id && cl.command == Command::kChargeFind;
+  const int ways = (cl.charge_id ? 1 : 0) + (by_key ? 1 : 0) + (by_order ? 1 : 0);
+  if (ways != 1 || (cl.merchant_id && !by_key && !by_order) || (!cl.merchant_id && (cl.key || cl.order_id))) {
+    Usage(cl.command == Command::kChargeFind
+              ? "charge find needs a charge id, or --merchant with --key or --order"
+              : "this command needs a charge id, or --merchant with --key");
+  }
+  if (resolve) {
+    if (!cl.charge_id) Usage("review resolve needs the charge id (review show prints it)");
+    if (!by_seen) Usage("review resolve needs --by NAME: who decides is on record");
+    if (!reason_seen) Usage("review resolve needs --reason TEXT: why is on record");
+    if (!to) Usage("review resolve needs --to captured|failed|canceled");
+    const auto status = charges::ParseChargeStatus(*to);
+    if (!status || (*status != charges::ChargeStatus::kCaptured && *status != charges::ChargeStatus::kFailed &&
+                    *status != charges::ChargeStatus::kCanceled)) {
+      Usage("--to must be captured, failed or canceled");
+    }
+    cl.to = *status;
+  }
+  return cl;
+}
+
+}  // namespace charge_outbox::charge_admin

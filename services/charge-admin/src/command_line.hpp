@@ -1,0 +1,45 @@
+// charge-admin's command line: which command, on what, decided by whom.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "charge_outbox/charges/charge.hpp"
+
+namespace charge_outbox::charge_admin {
+
+inline constexpr const char* kUsage =
+    "usage: charge-admin [--config PATH] COMMAND\n"
+    "  review list [--merchant UUID] [--reason REASON] [--older-than 1h] [--limit N] [--json]\n"
+    "  review show CHARGE_ID | --merchant UUID --key IDEMPOTENCY_KEY  [--json]\n"
+    "  review resolve CHARGE_ID --to captured|failed|canceled --reason TEXT --by NAME\n"
+    "                 [--against-acquirer REASON]\n"
+    "  charge find CHARGE_ID | --merchant UUID (--key IDEMPOTENCY_KEY | --order ORDER_ID)  [--json]\n"
+    "exit status: 0 done (or already so), 1 refused or failed (nothing changed), 2 bad arguments\n";
+
+struct CommandLine {
+  enum class Command { kReviewList, kReviewShow, kReviewResolve, kChargeFind };
+  Command command = Command::kReviewList;
+  bool json = false;
+  // What the command is about: a charge id (ch_... or its uuid), or a merchant's key or order.
+  std::optional<std::string> charge_id;  // the uuid
+  std::optional<std::string> merchant_id;
+  std::optional<std::string> key;
+  std::optional<std::string> order_id;
+  // review list
+  std::optional<std::string> reason_filter;
+  std::optional<std::chrono::milliseconds> older_than;
+  int limit = 100;
+  // review resolve
+  charges::ChargeStatus to = charges::ChargeStatus::kFailed;
+  std::string reason;
+  std::string by;
+  std::optional<std::string> against_acquirer;  // the reason for overriding the acquirer
+};
+
+// Throws config::ConfigError (key "argv") naming what is wrong, with the usage.
+CommandLine ParseCommandLine(const std::vector<std::string>& args);
+
+}  // namespace charge_outbox::charge_admin

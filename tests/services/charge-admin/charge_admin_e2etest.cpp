@@ -1,0 +1,308 @@
+// charge-admin as a person runs it: the real binary against a real PostgreSQL and the real acquirer-sim,
+// with the real reconciler putting charges in needs_review. Each decision asks the acquirer first, lands
+// with its event and audit row or changes nothing, and two people deciding at once end with one decision.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <filesystem>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "charge_stack.hpp"
+#include "http_test_client.hpp"
+#include "pg_test_database.hpp"
+#include "service_process.hpp"
+#include "test_env.hpp"
+
+namespace charge_outbox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kMerchant = "00000000-0000-4000-8000-000000000001";
+constexpr const char* kApiKey = "sk_test_charge_admin_e2e";
+constexpr const char* kAcquirerKey = "ak_test_charge_admin_e2e";
+
+class ChargeAdminE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = PgTestDatabase::Create(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                                 PgTestDatabase::Schema::kMigrated);
+    InsertMerchant(*db_, kMerchant, kApiKey);
+    dir_ = fs::temp_directory_path() / UniqueName("charge_admin_e2e");
+    sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN},
+                                            EnvChanges{{"HTTP_PORT", "0"},
+                                                       {"DATA_DIR", (dir_ / "sim").string()},
+                                                       {"AUTH_API_KEYS", kAcquirerKey}});
+    sim_client_ = std::make_unique<HttpTestClient>(sim_->port());
+  }
+
+  void TearDown() override {
+    sim_client_.reset();
+    sim_.reset();
+    fs::remove_all(dir_);
+  }
+
+  EnvChanges Env() {
+    return {{"DATABASE_URL", db_->url()},
+            {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(sim_->port())},
+            {"ACQUIRER_API_KEY", kAcquirerKey},
+            {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
+            {"ACQUIRER_RETRY_MAX_ATTEMPTS", "2"},
+            {"ACQUIRER_RETRY_BACKOFF_BASE", "50ms"},
+            {"ACQUIRER_RETRY_BACKOFF_MAX", "100ms"},
+            {"ACQUIRER_RETRY_BACKOFF_BUDGET", "1s"},
+            {"FAILPOINTS", std::nullopt}};
+  }
+
+  ProcessResult Admin(std::vector<std::string> args) {
+    args.insert(args.begin(), CHARGE_ADMIN_BIN);
+    return RunProcess(args, Env(), 60s);
+  }
+
+  ProcessResult Resolve(const std::string& id, const std::string& to, const std::string& by = "alice",
+                        std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"review", "resolve", id, "--to", to, "--reason", "ticket OPS-42", "--by", by};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Admin(args);
+  }
+
+  ProcessResult Reconcile(const EnvChanges& extra = {}) {
+    auto env = Env();
+    for (const auto& [k, v] : std::initializer_list<std::pair<std::string, std::string>>{
+             {"RECONCILER_GRACE_PERIOD", "1s"},
+             {"RECONCILER_CLAIM_LEASE", "4s"},
+             {"RECONCILER_BACKOFF_BASE", "100ms"},
+             {"RECONCILER_BACKOFF_MAX", "200ms"},
+             {"RECONCILER_VISIBILITY_WINDOW", "1s"}}) {
+      env[k] = v;
+    }
+    env["METRICS_PUSHGATEWAY_URL"] = std::nullopt;
+    for (const auto& [k, v] : extra) env[k] = v;
+    return RunProcess({RECONCILER_BIN}, env, 60s);
+  }
+
+  // A charge charge-api left pending (its intent, its initiated event, attempt 1 answered unknown, so a
+  // client may have been told 202), created `age` ago.
+  std::string Pending(const std::string& key, const std::string& age) {
+    return db_->Scalar(
+        "WITH ins AS ("
+        " INSERT INTO charges (id, merchant_id, idempotency_key, request_fingerprint, order_id, amount, currency,"
+        "  payment_method, last_sequence, attempt_count, created_at, updated_at)"
+        " VALUES (gen_random_uuid(), '" + std::string(kMerchant) + "', '" + key + "', sha256('" + key + "'::bytea),"
+        "  'ORDER-" + key + "', 4200, 'BRL', 'pm_tok_visa', 1, 1, now() - interval '" + age + "',"
+        "  now() - interval '" + age + "') RETURNING *"
+        "), ev AS ("
+        " INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard)"
+        " SELECT gen_random_uuid(), charge_public_id(ins.id), 'payments.charge.initiated.v1',"
+        "  charge_event_payload(ROW(ins.*)::charges), 1, outbox_shard(ins.id) FROM ins"
+        "), att AS ("
+        " INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at,"
+        "  finished_at, outcome, evidence)"
+        " SELECT ins.id, 1, gen_random_uuid(), 'capture', 'charge-api', ins.created_at,"
+        "  ins.created_at + interval '1 second', 'timed_out', 'unknown' FROM ins"
+        ") SELECT charge_public_id(id) FROM ins");
+  }
+
+  std::string Field(const std::string& id, const std::string& column) {
+    return db_->Scalar("SELECT " + column + " FROM charges WHERE charge_public_id(id) = '" + id + "'");
+  }
+  std::string Status(const std::string& id) { return Field(id, "status"); }
+  std::string Events(const std::string& id) {
+    return db_->Scalar("SELECT string_agg(type || '/' || COALESCE(producer, '-'), ',' ORDER BY sequence) FROM outbox"
+                       " WHERE aggregateid = '" + id + "' AND sequence > 1");
+  }
+  std::string Audit(const std::string& id) {
+    return db_->Scalar("SELECT string_agg(operator || '|' || before || '|' || after || '|' || against_acquirer, ','"
+                       " ORDER BY id) FROM operator_actions WHERE subject = '" + id + "'");
+  }
+  std::string AcquirerKey(const std::string& id) {
+    return std::string(kMerchant) + ":" + Field(id, "idempotency_key");
+  }
+
+  json::object CaptureAtAcquirer(const std::string& id) {
+    const auto body = json::serialize(json::object{{"amount", 4200}, {"currency", "BRL"}, {"reference", id},
+                                                   {"payment_method", "pm_tok_visa"}});
+    const auto r = sim_client_->Post("/v1/captures", body,
+                                     {{"Authorization", std::string("Bearer ") + kAcquirerKey},
+                                      {"Idempotency-Key", AcquirerKey(id)}});
+    EXPECT_EQ(r.status(), 201u) << r.response.body();
+    return r.json().as_object();
+  }
+
+  void SetFaults(const std::string& profile) {
+    const auto r = sim_client_->Put("/admin/faults", profile);
+    ASSERT_EQ(r.status(), 200u) << r.response.body();
+  }
+
+  // A charge past its deadline whose capture the acquirer holds but would not show: the reconciler hands
+  // it to a person (deadline_passed_unconfirmed).
+  std::string ReviewWithALiveCapture(const std::string& key) {
+    const auto id = Pending(key, "2 hours");
+    CaptureAtAcquirer(id);
+    SetFaults(R"({"error_rate": 1.0, "retry_after_s": 0, "apply_to": ["lookup"]})");
+    Reconcile();
+    SetFaults("{}");
+    EXPECT_EQ(Status(id), "needs_review");
+    EXPECT_EQ(Field(id, "failure_reason"), "deadline_passed_unconfirmed");
+    return id;
+  }
+
+  std::unique_ptr<PgTestDatabase> db_;
+  fs::path dir_;
+  std::unique_ptr<ServiceProcess> sim_;
+  std::unique_ptr<HttpTestClient> sim_client_;
+};
+
+TEST_F(ChargeAdminE2E, AChargePastItsDeadlineIsFoundShownAndCanceledByVoidingItsLiveCapture) {
+  const auto id = ReviewWithALiveCapture("late-1");
+
+  const auto list = Admin({"review", "list", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const auto row = json::parse(list.out.substr(0, list.out.find('\n'))).as_object();
+  EXPECT_EQ(row.at("id").as_string(), id);
+  EXPECT_EQ(row.at("failure_reason").as_string(), "deadline_passed_unconfirmed");
+
+  const auto show = Admin({"review", "show", id});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("request: idempotency key late-1"));
+  EXPECT_THAT(show.out, HasSubstr("lookup attempt"));
+  EXPECT_THAT(show.out, HasSubstr("payments.charge.needs_review.v1"));
+  EXPECT_THAT(show.out, HasSubstr("the acquirer now: a live capture"));
+  EXPECT_THAT(show.out + show.err, Not(HasSubstr("pm_tok"))) << "a card token is never printed";
+
+  // failed would say no money was taken while the acquirer holds a live capture: refused, nothing changed.
+  const auto refused = Resolve(id, "failed");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("refused"));
+  EXPECT_THAT(refused.err, HasSubstr("a live capture"));
+  EXPECT_EQ(Status(id), "needs_review");
+  EXPECT_EQ(Audit(id), "");
+
+  const auto canceled = Resolve(id, "canceled");
+  ASSERT_EQ(canceled.exit_code, 0) << canceled.err;
+  EXPECT_THAT(canceled.out, HasSubstr("-> canceled by alice"));
+  EXPECT_EQ(Status(id), "canceled");
+  EXPECT_EQ(Field(id, "failure_reason"), "operator_decision");
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", AcquirerKey(id)), 1u);
+  EXPECT_EQ(Events(id), "payments.charge.needs_review.v1/reconciler,payments.charge.canceled.v1/charge-admin");
+  EXPECT_EQ(db_->Scalar("SELECT payload->'resolution'->>'operator' FROM outbox WHERE aggregateid = '" + id +
+                        "' AND type = 'payments.charge.canceled.v1'"),
+            "alice");
+  EXPECT_EQ(Audit(id), "alice|needs_review (deadline_passed_unconfirmed)|canceled|false");
+  EXPECT_THAT(db_->Scalar("SELECT acquirer_said FROM operator_actions"), HasSubstr("voided by this decision"));
+
+  // The same decision again changes nothing and says so.
+  const auto again = Resolve(id, "canceled", "bob");
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("already canceled"));
+  EXPECT_EQ(Audit(id), "alice|needs_review (deadline_passed_unconfirmed)|canceled|false");
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", AcquirerKey(id)), 1u);
+  // Another decision on a settled charge: refused, with what settled it.
+  const auto other = Resolve(id, "captured", "bob");
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_THAT(other.err, HasSubstr("not in needs_review (canceled by alice"));
+}
+
+TEST_F(ChargeAdminE2E, NotFoundUnderTheReviewPolicyIsResolvedFailedAndACapturedTheAcquirerContradictsIsRefused) {
+  const auto id = Pending("nf-1", "1 minute");
+  for (int run = 0; run < 20 && Status(id) == "pending"; ++run) {
+    Reconcile({{"RECONCILER_NOT_FOUND_POLICY", "review"}});
+    db_->Execute("UPDATE charges SET next_check_at = now() WHERE status = 'pending'");
+    std::this_thread::sleep_for(300ms);
+  }
+  ASSERT_EQ(Status(id), "needs_review");
+  ASSERT_EQ(Field(id, "failure_reason"), "not_found_at_acquirer");
+
+  const auto captured = Resolve(id, "captured");
+  EXPECT_EQ(captured.exit_code, 1);
+  EXPECT_THAT(captured.err, HasSubstr("captured needs a live capture"));
+  // Against the acquirer, a captured still needs a capture to name: there is none.
+  const auto forced = Resolve(id, "captured", "alice", {"--against-acquirer", "the acquirer's support says so"});
+  EXPECT_EQ(forced.exit_code, 1);
+  EXPECT_THAT(forced.err, HasSubstr("none is known"));
+  EXPECT_EQ(Status(id), "needs_review");
+
+  const auto failed = Resolve(id, "failed");
+  ASSERT_EQ(failed.exit_code, 0) << failed.err;
+  EXPECT_EQ(Status(id), "failed");
+  EXPECT_EQ(db_->Scalar("SELECT (payload->>'failure_reason') || ' ' || (payload->'resolution'->>'decided_by') FROM "
+                        "outbox WHERE aggregateid = '" + id + "' AND type = 'payments.charge.failed.v1'"),
+            "operator_decision operator");
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "capture", AcquirerKey(id)), 0u) << "nothing was captured";
+}
+
+TEST_F(ChargeAdminE2E, AContradictionIsDecidedAgainstTheAcquirerOnlyWithTheOverrideAndItsReasonOnRecord) {
+  const auto id = Pending("contra-1", "1 minute");
+  CaptureAtAcquirer(id);
+  db_->Execute("UPDATE charges SET status = 'needs_review', failure_reason = 'acquirer_capture_contradicts_failed'");
+
+  const auto refused = Resolve(id, "failed");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("--against-acquirer"));
+
+  const auto overridden =
+      Resolve(id, "failed", "alice", {"--against-acquirer", "refunded outside the product, see REF-9"});
+  ASSERT_EQ(overridden.exit_code, 0) << overridden.err;
+  EXPECT_EQ(Status(id), "failed");
+  EXPECT_EQ(Audit(id), "alice|needs_review (acquirer_capture_contradicts_failed)|failed|true");
+  EXPECT_THAT(db_->Scalar("SELECT reason || ' / ' || acquirer_said FROM operator_actions"),
+              HasSubstr("refunded outside the product, see REF-9"));
+  EXPECT_THAT(db_->Scalar("SELECT acquirer_said FROM operator_actions"), HasSubstr("a live capture"));
+}
+
+TEST_F(ChargeAdminE2E, TwoPeopleDecidingAtOnceEndWithOneDecisionThatTheAcquirerAgreesWith) {
+  for (int round = 0; round < 4; ++round) {
+    const auto id = ReviewWithALiveCapture("race-" + std::to_string(round));
+    auto alice = std::async(std::launch::async, [&] { return Resolve(id, "captured", "alice"); });
+    auto bob = std::async(std::launch::async, [&] { return Resolve(id, "canceled", "bob"); });
+    const auto a = alice.get();
+    const auto b = bob.get();
+    EXPECT_EQ((a.exit_code == 0) + (b.exit_code == 0), 1) << "alice: " << a.out << a.err << "\nbob: " << b.out << b.err;
+    const auto& loser = a.exit_code == 0 ? b : a;
+    EXPECT_THAT(loser.err, HasSubstr("nothing changed")) << loser.err;
+    const auto status = Status(id);
+    const auto voids = AcquirerLedgerCount(*sim_client_, "void", AcquirerKey(id));
+    // The record and the acquirer agree, whoever won.
+    if (status == "captured") {
+      EXPECT_EQ(voids, 0u);
+    } else {
+      EXPECT_EQ(status, "canceled");
+      EXPECT_EQ(voids, 1u);
+    }
+    EXPECT_EQ(db_->Scalar("SELECT count(*) FROM operator_actions WHERE subject = '" + id + "'"), "1");
+  }
+}
+
+TEST_F(ChargeAdminE2E, ADecisionWithoutANameOrAReasonIsRefusedAndChangesNothing) {
+  const auto id = Pending("anon-1", "1 minute");
+  db_->Execute("UPDATE charges SET status = 'needs_review', failure_reason = 'not_found_at_acquirer'");
+  const auto no_name = Admin({"review", "resolve", id, "--to", "failed", "--reason", "r"});
+  EXPECT_EQ(no_name.exit_code, 2);
+  EXPECT_THAT(no_name.err, HasSubstr("--by"));
+  const auto no_reason = Admin({"review", "resolve", id, "--to", "failed", "--by", "alice"});
+  EXPECT_EQ(no_reason.exit_code, 2);
+  EXPECT_EQ(Status(id), "needs_review");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE actor = 'charge-admin'"), "0");
+
+  const auto by_key = Admin({"charge", "find", "--merchant", kMerchant, "--key", "anon-1", "--json"});
+  ASSERT_EQ(by_key.exit_code, 0) << by_key.err;
+  EXPECT_EQ(json::parse(by_key.out).as_object().at("id").as_string(), id);
+  const auto by_order = Admin({"charge", "find", "--merchant", kMerchant, "--order", "ORDER-anon-1"});
+  ASSERT_EQ(by_order.exit_code, 0) << by_order.err;
+  EXPECT_THAT(by_order.out, HasSubstr(id));
+  const auto missing = Admin({"charge", "find", "ch_00000000000000000000000000000000"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("no such charge"));
+}
+
+}  // namespace
+}  // namespace charge_outbox::testing

@@ -1,0 +1,97 @@
+// charge-admin's command line: every command's shape, and the refusals that keep a decision from being
+// taken without a name, a reason or a target.
+#include "command_line.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "charge_outbox/config/config.hpp"
+
+namespace charge_outbox::charge_admin {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kCharge = "ch_0123456789abcdef0123456789abcdef";
+constexpr const char* kUuid = "01234567-89ab-cdef-0123-456789abcdef";
+constexpr const char* kMerchant = "00000000-0000-4000-8000-00000000000a";
+
+std::string Refusal(const std::vector<std::string>& args) {
+  try {
+    ParseCommandLine(args);
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.key(), "argv");
+    return e.problem();
+  }
+  ADD_FAILURE() << "accepted";
+  return "";
+}
+
+TEST(ChargeAdminCommandLine, ReviewListTakesFilters) {
+  const auto cl = ParseCommandLine({"review", "list", "--merchant", kMerchant, "--reason", "void_unconfirmed",
+                                    "--older-than", "2h", "--limit", "20", "--json"});
+  EXPECT_EQ(cl.command, CommandLine::Command::kReviewList);
+  EXPECT_EQ(cl.merchant_id, kMerchant);
+  EXPECT_EQ(cl.reason_filter, "void_unconfirmed");
+  EXPECT_EQ(cl.older_than, std::chrono::hours{2});
+  EXPECT_EQ(cl.limit, 20);
+  EXPECT_TRUE(cl.json);
+  EXPECT_EQ(ParseCommandLine({"review", "list"}).limit, 100);
+  EXPECT_THAT(Refusal({"review", "list", "--limit", "0"}), HasSubstr("--limit"));
+  EXPECT_THAT(Refusal({"review", "list", "--limit", "5x"}), HasSubstr("--limit"));
+  EXPECT_THAT(Refusal({"review", "list", "--older-than", "2"}), HasSubstr("not a duration"));
+  EXPECT_THAT(Refusal({"review", "list", kCharge}), HasSubstr("filters"));
+}
+
+TEST(ChargeAdminCommandLine, AChargeIsNamedByItsIdEitherFormOrByAMerchantsKey) {
+  EXPECT_EQ(ParseCommandLine({"review", "show", kCharge}).charge_id, kUuid);
+  EXPECT_EQ(ParseCommandLine({"review", "show", kUuid}).charge_id, kUuid);
+  const auto by_key = ParseCommandLine({"review", "show", "--merchant", kMerchant, "--key", "order-7-try-1"});
+  EXPECT_EQ(by_key.key, "order-7-try-1");
+  EXPECT_EQ(ParseCommandLine({"charge", "find", "--merchant", kMerchant, "--order", "PED-7"}).order_id, "PED-7");
+  EXPECT_THAT(Refusal({"review", "show"}), HasSubstr("needs a charge id"));
+  EXPECT_THAT(Refusal({"review", "show", "ch_nothex"}), HasSubstr("not a charge id"));
+  EXPECT_THAT(Refusal({"review", "show", "--key", "k"}), HasSubstr("--merchant"));
+  EXPECT_THAT(Refusal({"review", "show", kCharge, "--merchant", kMerchant, "--key", "k"}), HasSubstr("needs"));
+  EXPECT_THAT(Refusal({"review", "show", "--merchant", "acme", "--key", "k"}), HasSubstr("uuid"));
+  EXPECT_THAT(Refusal({"review", "show", "--merchant", kMerchant, "--order", "PED-7"}), HasSubstr("needs"));
+}
+
+TEST(ChargeAdminCommandLine, ADecisionNeedsWhoWhyAndWhere) {
+  const auto cl = ParseCommandLine({"review", "resolve", kCharge, "--to", "canceled", "--reason", "ticket OPS-12",
+                                    "--by", "alice"});
+  EXPECT_EQ(cl.command, CommandLine::Command::kReviewResolve);
+  EXPECT_EQ(cl.to, charges::ChargeStatus::kCanceled);
+  EXPECT_EQ(cl.reason, "ticket OPS-12");
+  EXPECT_EQ(cl.by, "alice");
+  EXPECT_FALSE(cl.against_acquirer);
+  const auto overriding = ParseCommandLine({"review", "resolve", kCharge, "--to", "failed", "--reason", "r", "--by",
+                                            "bob", "--against-acquirer", "the acquirer's lookup is broken, see INC-3"});
+  EXPECT_EQ(overriding.against_acquirer, "the acquirer's lookup is broken, see INC-3");
+
+  EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", "failed", "--reason", "r"}), HasSubstr("--by"));
+  EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", "failed", "--by", "a"}), HasSubstr("--reason"));
+  EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--reason", "r", "--by", "a"}), HasSubstr("--to"));
+  EXPECT_THAT(Refusal({"review", "resolve", "--to", "failed", "--reason", "r", "--by", "a"}), HasSubstr("charge id"));
+  for (const char* to : {"pending", "needs_review", "refunded"}) {
+    EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", to, "--reason", "r", "--by", "a"}),
+                HasSubstr("captured, failed or canceled"));
+  }
+  EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", "failed", "--reason", "r", "--by", "   "}),
+              HasSubstr("empty"));
+  EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", "failed", "--reason", "r\n", "--by", "a"}),
+              HasSubstr("control"));
+  EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", "failed", "--reason", std::string(2001, 'x'), "--by", "a"}),
+              HasSubstr("longer"));
+  EXPECT_THAT(Refusal({"review", "show", kCharge, "--by", "a"}), HasSubstr("belong to review resolve"));
+}
+
+TEST(ChargeAdminCommandLine, UnknownCommandsAndArgumentsAreRefused) {
+  EXPECT_THAT(Refusal({}), HasSubstr("a command is needed"));
+  EXPECT_THAT(Refusal({"review", "delete", kCharge}), HasSubstr("unknown command"));
+  EXPECT_THAT(Refusal({"review", "show", kCharge, "--force"}), HasSubstr("unexpected argument"));
+  EXPECT_THAT(Refusal({"review", "list", "--merchant"}), HasSubstr("needs a value"));
+}
+
+}  // namespace
+}  // namespace charge_outbox::charge_admin
