@@ -8,8 +8,8 @@ ALTER TABLE charges ADD COLUMN resolved_by text;
 
 -- Every action of a person, kept apart from the charges so that a charge's row stays the state and this
 -- table the story: who, when, why, the state before and after, and what the acquirer said at that moment.
--- Written in the same statement as the change it records. Kept far longer than the outbox: pruned by
--- age only, on the schedule docs/operations.md gives ("The audit trail").
+-- Written in the same statement as the change it records. Kept far longer than the outbox: seven years,
+-- pruned by age only (charge-admin audit prune; docs/operations.md, "The audit trail").
 CREATE TABLE operator_actions (
   id               bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   at               timestamptz NOT NULL DEFAULT clock_timestamp(),

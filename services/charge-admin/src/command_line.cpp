@@ -58,6 +58,8 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
     cl.command = CommandLine::Command::kReviewResolve;
   } else if (noun == "charge" && verb == "find") {
     cl.command = CommandLine::Command::kChargeFind;
+  } else if (noun == "audit" && verb == "prune") {
+    cl.command = CommandLine::Command::kAuditPrune;
   } else {
     Usage("unknown command '" + noun.substr(0, 40) + " " + verb.substr(0, 40) + "'");
   }
@@ -105,9 +107,22 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
   }
 
   using Command = CommandLine::Command;
+  if (cl.command == Command::kAuditPrune) {
+    if (cl.charge_id || cl.merchant_id || cl.key || cl.order_id || limit || to || by_seen || reason_seen ||
+        cl.against_acquirer || cl.json) {
+      Usage("audit prune takes --older-than only");
+    }
+    if (!older_than) Usage("audit prune needs --older-than (61320h: seven years)");
+    cl.older_than = config::ParseDuration(*older_than);
+    // A payment's audit trail outlives disputes and audits: a typo must not erase last month's.
+    if (!cl.older_than || *cl.older_than < std::chrono::hours{24 * 365}) {
+      Usage("--older-than '" + older_than->substr(0, 40) + "' must be a duration of at least a year (8760h)");
+    }
+    return cl;
+  }
   const bool list = cl.command == Command::kReviewList;
   const bool resolve = cl.command == Command::kReviewResolve;
-  if (!list && (older_than || limit || cl.reason_filter)) Usage("--older-than and --limit belong to review list");
+  if (!list && (older_than || limit || cl.reason_filter)) Usage("--older-than and --limit belong to review list and audit prune");
   if (!resolve && (to || by_seen || cl.against_acquirer || reason_seen)) {
     Usage("--to, --reason TEXT, --by and --against-acquirer belong to review resolve");
   }

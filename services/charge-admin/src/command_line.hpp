@@ -17,10 +17,11 @@ inline constexpr const char* kUsage =
     "  review resolve CHARGE_ID --to captured|failed|canceled --reason TEXT --by NAME\n"
     "                 [--against-acquirer REASON]\n"
     "  charge find CHARGE_ID | --merchant UUID (--key IDEMPOTENCY_KEY | --order ORDER_ID)  [--json]\n"
+    "  audit prune --older-than 61320h  (the audit trail's retention: seven years; at least 8760h)\n"
     "exit status: 0 done (or already so), 1 refused or failed (nothing changed), 2 bad arguments\n";
 
 struct CommandLine {
-  enum class Command { kReviewList, kReviewShow, kReviewResolve, kChargeFind };
+  enum class Command { kReviewList, kReviewShow, kReviewResolve, kChargeFind, kAuditPrune };
   Command command = Command::kReviewList;
   bool json = false;
   // What the command is about: a charge id (ch_... or its uuid), or a merchant's key or order.
@@ -28,7 +29,7 @@ struct CommandLine {
   std::optional<std::string> merchant_id;
   std::optional<std::string> key;
   std::optional<std::string> order_id;
-  // review list
+  // review list, audit prune
   std::optional<std::string> reason_filter;
   std::optional<std::chrono::milliseconds> older_than;
   int limit = 100;

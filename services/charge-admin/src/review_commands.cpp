@@ -228,6 +228,24 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
   co_return kDone;
 }
 
+// The audit trail's retention: batches until nothing older is left, so no statement holds many locks.
+asio::awaitable<int> Prune(Tools& t, const CommandLine& cl) {
+  constexpr int kBatch = 1000;
+  std::int64_t total = 0;
+  for (;;) {
+    const auto prune = [&] { return t.review.PruneActions(*cl.older_than, kBatch); };
+    const auto gone = co_await db::WithDbRetries(prune);
+    if (!gone) {
+      t.err << total << " audit row(s) deleted before the database failed\n";
+      co_return DatabaseFailed(t, gone.error());
+    }
+    total += *gone;
+    if (*gone < kBatch) break;
+  }
+  t.out << total << " audit row(s) older than " << FormatDuration(*cl.older_than) << " deleted\n";
+  co_return kDone;
+}
+
 }  // namespace
 
 asio::awaitable<int> RunCommand(Tools tools, const CommandLine& command) {
@@ -236,6 +254,7 @@ asio::awaitable<int> RunCommand(Tools tools, const CommandLine& command) {
     case CommandLine::Command::kReviewShow: co_return co_await Show(tools, command);
     case CommandLine::Command::kReviewResolve: co_return co_await Resolve(tools, command);
     case CommandLine::Command::kChargeFind: co_return co_await Find(tools, command);
+    case CommandLine::Command::kAuditPrune: co_return co_await Prune(tools, command);
   }
   co_return kNotDone;
 }

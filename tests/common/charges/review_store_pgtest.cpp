@@ -258,5 +258,20 @@ TEST_F(ReviewStoreTest, TheHistoryHoldsEveryAttemptEventAndActionOfTheCharge) {
   EXPECT_TRUE(Await(review_->FindByOrder(kMerchantB, "ORDER-7"))->empty()) << "orders are scoped per merchant";
 }
 
+TEST_F(ReviewStoreTest, PruningDeletesOnlyAuditRowsOlderThanTheRetentionABatchAtATime) {
+  db_->Execute("INSERT INTO operator_actions (at, operator, action, subject, reason)"
+               " SELECT now() - interval '8 years' + i * interval '1 second', 'alice', 'review.resolve', 'ch_' || i, 'r'"
+               " FROM generate_series(1, 5) AS i");
+  db_->Execute("INSERT INTO operator_actions (at, operator, action, subject, reason)"
+               " VALUES (now() - interval '6 years', 'bob', 'review.resolve', 'ch_recent', 'r')");
+  const auto seven_years = std::chrono::hours{24 * 2555};
+  const auto first = Await(review_->PruneActions(seven_years, 3));
+  ASSERT_TRUE(first.has_value()) << first.error().detail;
+  EXPECT_EQ(*first, 3);
+  EXPECT_EQ(*Await(review_->PruneActions(seven_years, 3)), 2);
+  EXPECT_EQ(*Await(review_->PruneActions(seven_years, 3)), 0);
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(subject, ',') FROM operator_actions"), "ch_recent");
+}
+
 }  // namespace
 }  // namespace charge_outbox::charges

@@ -86,6 +86,15 @@ TEST(ChargeAdminCommandLine, ADecisionNeedsWhoWhyAndWhere) {
   EXPECT_THAT(Refusal({"review", "show", kCharge, "--by", "a"}), HasSubstr("belong to review resolve"));
 }
 
+TEST(ChargeAdminCommandLine, TheAuditTrailIsPrunedOnlyOfRowsAYearOldOrMore) {
+  const auto cl = ParseCommandLine({"audit", "prune", "--older-than", "61320h"});
+  EXPECT_EQ(cl.command, CommandLine::Command::kAuditPrune);
+  EXPECT_EQ(cl.older_than, std::chrono::hours{61320});
+  EXPECT_THAT(Refusal({"audit", "prune"}), HasSubstr("needs --older-than"));
+  EXPECT_THAT(Refusal({"audit", "prune", "--older-than", "720h"}), HasSubstr("at least a year"));
+  EXPECT_THAT(Refusal({"audit", "prune", "--older-than", "61320h", kCharge}), HasSubstr("--older-than only"));
+}
+
 TEST(ChargeAdminCommandLine, UnknownCommandsAndArgumentsAreRefused) {
   EXPECT_THAT(Refusal({}), HasSubstr("a command is needed"));
   EXPECT_THAT(Refusal({"review", "delete", kCharge}), HasSubstr("unknown command"));

@@ -123,6 +123,11 @@ class ReviewStore {
   // actor) won, or a void stands in the way, and `charge` says what the charge is now.
   virtual boost::asio::awaitable<db::DbResult<ResolveResult>> Resolve(const Resolution& resolution) = 0;
 
+  // Deletes up to `batch` audit rows older than `older_than`, oldest first; returns how many. The retention
+  // rule (docs/operations.md, "The audit trail"): called until it returns 0.
+  virtual boost::asio::awaitable<db::DbResult<std::int64_t>> PruneActions(std::chrono::milliseconds older_than,
+                                                                          int batch) = 0;
+
   // The last resolution on record for the charge (public id), if any: what won a race.
   virtual boost::asio::awaitable<db::DbResult<std::optional<OperatorAction>>> LastResolution(
       const std::string& public_id) = 0;

@@ -110,7 +110,19 @@ constexpr db::Statement kResolve{
        FROM upd)sql"
     ") SELECT " CHARGE_COLUMNS " FROM upd c"};
 
-constexpr db::Statement kStatements[] = {kList,   kCountByReason, kFind,           kFindByOrder, kAttempts,
+// $1 older than (ms), $2 batch. Oldest first through operator_actions_at, a batch at a time so that no
+// statement holds many row locks or a long transaction.
+constexpr db::Statement kPruneActions{
+    "review_prune_actions",
+    R"sql(
+     WITH gone AS (
+       DELETE FROM operator_actions WHERE id IN (
+         SELECT id FROM operator_actions WHERE at < now() - $1::bigint * interval '1 millisecond'
+          ORDER BY at LIMIT $2)
+       RETURNING 1)
+     SELECT count(*) FROM gone)sql"};
+
+constexpr db::Statement kStatements[] = {kPruneActions, kList,   kCountByReason, kFind,           kFindByOrder, kAttempts,
                                          kEvents, kActions,       kLastResolution, kResolve};
 
 template <typename T, typename Job>
@@ -223,6 +235,13 @@ class PgReviewStore final : public ReviewStore {
       auto now = FirstCharge(again);
       if (!now) throw std::runtime_error("charge " + d.charge_id + " does not exist");
       co_return ResolveResult{false, std::move(*now)};
+    });
+  }
+
+  asio::awaitable<DbResult<std::int64_t>> PruneActions(std::chrono::milliseconds older_than, int batch) override {
+    co_return co_await RunJob<std::int64_t>(pool_, [&](PgConnection& conn) -> asio::awaitable<std::int64_t> {
+      const auto r = co_await conn.Execute(kPruneActions, static_cast<std::int64_t>(older_than.count()), batch);
+      co_return r[0][0].as<std::int64_t>();
     });
   }
 
