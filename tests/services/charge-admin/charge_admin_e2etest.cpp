@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "charge_outbox/util/time.hpp"
 #include "charge_stack.hpp"
 #include "http_test_client.hpp"
 #include "pg_test_database.hpp"
@@ -75,7 +76,7 @@ class ChargeAdminE2E : public ::testing::Test {
     return Admin(args);
   }
 
-  ProcessResult Reconcile(const EnvChanges& extra = {}) {
+  ProcessResult Reconcile(const EnvChanges& extra = {}, std::vector<std::string> args = {}) {
     auto env = Env();
     for (const auto& [k, v] : std::initializer_list<std::pair<std::string, std::string>>{
              {"RECONCILER_GRACE_PERIOD", "1s"},
@@ -87,7 +88,8 @@ class ChargeAdminE2E : public ::testing::Test {
     }
     env["METRICS_PUSHGATEWAY_URL"] = std::nullopt;
     for (const auto& [k, v] : extra) env[k] = v;
-    return RunProcess({RECONCILER_BIN}, env, 60s);
+    args.insert(args.begin(), RECONCILER_BIN);
+    return RunProcess(args, env, 60s);
   }
 
   // A charge charge-api left pending (its intent, its initiated event, attempt 1 answered unknown, so a
@@ -257,6 +259,53 @@ TEST_F(ChargeAdminE2E, AContradictionIsDecidedAgainstTheAcquirerOnlyWithTheOverr
   EXPECT_THAT(db_->Scalar("SELECT reason || ' / ' || acquirer_said FROM operator_actions"),
               HasSubstr("refunded outside the product, see REF-9"));
   EXPECT_THAT(db_->Scalar("SELECT acquirer_said FROM operator_actions"), HasSubstr("a live capture"));
+}
+
+// The contradictions the reconciler's window report finds, both ways: a charge it failed whose capture
+// turned up at the acquirer, and a captured charge whose capture someone voided behind our back. Each is
+// flagged by the real report and decided by a person with the acquirer's current answer.
+TEST_F(ChargeAdminE2E, TheWindowReportsContradictionsBothWaysAreDecidedAsTheAcquirerNowShows) {
+  const auto from = std::chrono::system_clock::now() - 1s;
+  const auto failed = Pending("win-failed-1", "1 minute");
+  const auto captured = Pending("win-captured-1", "1 minute");
+  const auto capture = CaptureAtAcquirer(captured);
+  // The reconciler settles both as the acquirer shows them then: one captured, one not found (fail policy).
+  for (int run = 0; run < 20 && (Status(failed) == "pending" || Status(captured) == "pending"); ++run) {
+    Reconcile({{"RECONCILER_NOT_FOUND_POLICY", "fail"}});
+    db_->Execute("UPDATE charges SET next_check_at = now() WHERE status = 'pending'");
+    std::this_thread::sleep_for(300ms);
+  }
+  ASSERT_EQ(Status(failed), "failed");
+  ASSERT_EQ(Status(captured), "captured");
+  // Then the acquirer says otherwise: the failed charge's capture shows up; the captured one's is voided.
+  CaptureAtAcquirer(failed);
+  const auto voided = sim_client_->Post("/v1/captures/" + std::string(capture.at("id").as_string()) + "/void", "{}",
+                                        {{"Authorization", std::string("Bearer ") + kAcquirerKey},
+                                         {"Idempotency-Key", "someone-else"}});
+  ASSERT_EQ(voided.status(), 200u) << voided.response.body();
+  const auto to = std::chrono::system_clock::now() + 1ms;
+  std::this_thread::sleep_until(to + 1100ms);  // the window settles (visibility window 1 s)
+  const auto report = Reconcile({}, {"window", "--from", util::FormatRfc3339(from), "--to", util::FormatRfc3339(to)});
+  ASSERT_EQ(report.exit_code, 0) << report.out << report.err;
+  ASSERT_EQ(Status(failed), "needs_review");
+  ASSERT_EQ(Status(captured), "needs_review");
+  EXPECT_EQ(Field(failed, "failure_reason"), "window_mismatch");
+
+  const auto wrong = Resolve(failed, "failed");
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_THAT(wrong.err, HasSubstr("a live capture"));
+  const auto keep = Resolve(failed, "captured");
+  ASSERT_EQ(keep.exit_code, 0) << keep.err;
+  EXPECT_EQ(Status(failed), "captured");
+  EXPECT_EQ(Events(failed), "payments.charge.failed.v1/reconciler,payments.charge.needs_review.v1/reconciler,"
+                            "payments.charge.captured.v1/charge-admin");
+
+  const auto cancel = Resolve(captured, "canceled");
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_EQ(Status(captured), "canceled");
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", AcquirerKey(captured)), 0u)
+      << "the capture was already voided: the decision records it, it does not void again";
+  EXPECT_EQ(Audit(captured), "alice|needs_review (window_mismatch)|canceled|false");
 }
 
 TEST_F(ChargeAdminE2E, TwoPeopleDecidingAtOnceEndWithOneDecisionThatTheAcquirerAgreesWith) {
