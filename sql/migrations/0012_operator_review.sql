@@ -6,6 +6,12 @@
 -- (charge_event_payload's `resolution`), so consumers tell a person's decision from the acquirer's.
 ALTER TABLE charges ADD COLUMN resolved_by text;
 
+-- Voids of the charge recorded so far (every actor's, counted as each attempt is recorded). A person's
+-- decision lands only if no void was recorded since the person read the count: being a column of the row,
+-- it is seen by a decision's statement that waited on the void's row lock, where a NOT EXISTS over the
+-- attempts would be read from that statement's older snapshot. A constant default: no table rewrite.
+ALTER TABLE charges ADD COLUMN voids_recorded integer NOT NULL DEFAULT 0;
+
 -- Every action of a person, kept apart from the charges so that a charge's row stays the state and this
 -- table the story: who, when, why, the state before and after, and what the acquirer said at that moment.
 -- Written in the same statement as the change it records. Kept far longer than the outbox: seven years,

@@ -3,13 +3,14 @@
 #include <cctype>
 
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/util/operator_text.hpp"
 
 namespace charge_outbox::charge_admin {
 namespace {
 
 // Bounds on what a person types, so that nothing unbounded reaches the audit table or a log line.
-constexpr std::size_t kMaxName = 200;
-constexpr std::size_t kMaxReason = 2000;
+constexpr std::size_t kMaxName = util::kMaxOperatorName;
+constexpr std::size_t kMaxReason = util::kMaxOperatorReason;
 constexpr std::size_t kMaxKey = 255;
 constexpr std::size_t kMaxOrder = 255;
 
@@ -30,16 +31,9 @@ std::string ChargeUuid(const std::string& text) {
   Usage("'" + text.substr(0, 80) + "' is not a charge id (ch_ and 32 hex digits, or a uuid)");
 }
 
-// Printable text of at most `max` bytes that is not only blanks: a name or a reason a person typed.
+// A name or a reason a person typed, as the audit trail takes it.
 std::string Text(const std::string& flag, const std::string& value, std::size_t max) {
-  if (value.size() > max) Usage(flag + " is longer than " + std::to_string(max) + " bytes");
-  bool blank = true;
-  for (const char c : value) {
-    const auto ch = static_cast<unsigned char>(c);
-    if (ch < 0x20 || ch == 0x7f) Usage(flag + " must not contain control characters");
-    if (ch != ' ') blank = false;
-  }
-  if (blank) Usage(flag + " must not be empty");
+  if (const auto problem = util::OperatorTextProblem(value, max)) Usage(flag + " " + *problem);
   return value;
 }
 

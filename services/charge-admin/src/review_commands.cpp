@@ -44,15 +44,27 @@ asio::awaitable<std::optional<Charge>> TheCharge(Tools& t, const CommandLine& cl
   co_return *found;
 }
 
+// The finish of a call's last attempt written now; its attempt number (nullopt: none was recorded).
+asio::awaitable<std::optional<int>> FinishOnRecord(Tools& t, const Charge& charge,
+                                                   charges::AttemptRecorder& recorder) {
+  auto finish = recorder.TakeLastFinish();
+  if (!finish) co_return std::nullopt;
+  const auto write = [&] { return t.charges.FinishAttempt(charge.id, *finish); };
+  // Named: GCC 12 destroys a discarded temporary of a co_await expression twice.
+  const auto written = co_await db::WithDbRetries(write);
+  if (!written) t.err << "(the acquirer's answer could not be written on record: " << written.error().detail << ")\n";
+  co_return finish->attempt_no;
+}
+
 // A fresh lookup of the charge's key, on record like every actor's (actor charge-admin, no lease: the
-// charge is in review, or the person is only looking).
-asio::awaitable<AcquirerView> AskTheAcquirer(Tools& t, const Charge& charge) {
+// charge is in review, or the person is only looking). `attempt_no`: its number on record.
+asio::awaitable<AcquirerView> AskTheAcquirer(Tools& t, const Charge& charge, std::optional<int>& attempt_no) {
   charges::AttemptRecorder recorder(t.charges, charge.id, acquirer::Operation::kLookup, kActor, "");
   const acquirer::LookupRequest lookup{charges::AcquirerIdempotencyKey(charge),
                                        acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
   const auto call = [&](std::string request_id) { return t.acquirer.LookupByKey(lookup, std::move(request_id)); };
   const auto run = co_await charges::RunRecorded(t.policy, t.clock, recorder, call);
-  co_await recorder.FlushFinish();
+  attempt_no = co_await FinishOnRecord(t, charge, recorder);
   co_return ReadLookup(run);
 }
 
@@ -104,7 +116,8 @@ asio::awaitable<int> Show(Tools& t, const CommandLine& cl) {
   const auto read = [&] { return t.review.History(*charge); };
   const auto history = co_await db::WithDbRetries(read);
   if (!history) co_return DatabaseFailed(t, history.error());
-  const auto now = co_await AskTheAcquirer(t, *charge);
+  std::optional<int> attempt_no;
+  const auto now = co_await AskTheAcquirer(t, *charge, attempt_no);
   const auto timeline = Timeline(*charge, *history);
   if (cl.json) {
     boost::json::array entries;
@@ -156,7 +169,13 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
   if (!charge) co_return status;
   if (charge->status != ChargeStatus::kNeedsReview) co_return co_await NotInReview(t, cl, *charge);
 
-  const auto said = co_await AskTheAcquirer(t, *charge);
+  // Read before the acquirer is asked: a void recorded after this (another person's) makes its answer stale.
+  const auto voids_read = [&] { return t.review.VoidsOnRecord(charge->id); };
+  const auto voids = co_await db::WithDbRetries(voids_read);
+  if (!voids) co_return DatabaseFailed(t, voids.error());
+  std::optional<int> voids_seen = *voids;
+  std::optional<int> lookup_no;
+  const auto said = co_await AskTheAcquirer(t, *charge, lookup_no);
   const auto verdict = Decide(cl.to, said, cl.against_acquirer.has_value());
   if (verdict.step == Verdict::Step::kRefuse) {
     t.err << "refused: " << verdict.why << "\n";
@@ -171,7 +190,7 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
     const acquirer::VoidRequest request{*verdict.capture_id, charges::AcquirerIdempotencyKey(*charge)};
     const auto call = [&](std::string request_id) { return t.acquirer.Void(request, std::move(request_id)); };
     const auto run = co_await charges::RunRecorded(t.policy, t.clock, recorder, call);
-    co_await recorder.FlushFinish();
+    if (const auto void_no = co_await FinishOnRecord(t, *charge, recorder)) voids_seen = *voids_seen + 1;
     if (recorder.refusal()) {
       // Not recorded, so not sent: another decision settled the charge since it was read.
       const auto again = [&] { return t.review.Find(charge->id); };
@@ -201,13 +220,19 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
   resolution.reason = cl.against_acquirer ? cl.reason + " [against the acquirer: " + *cl.against_acquirer + "]" : cl.reason;
   resolution.acquirer_said = acquirer_said;
   resolution.against_acquirer = cl.against_acquirer.has_value();
+  resolution.voids_seen = voids_seen;
   const auto resolve = [&] { return t.review.Resolve(resolution); };
   const auto result = co_await db::WithDbRetries(resolve);
   if (!result) co_return DatabaseFailed(t, result.error());
   if (!result->applied) {
     // Another decision (or actor) got there first: say what won.
     if (result->charge.status == ChargeStatus::kNeedsReview) {
-      if (cl.to == ChargeStatus::kCaptured && result->charge.failure_reason == charge->failure_reason) {
+      const auto voids_now_call = [&] { return t.review.VoidsOnRecord(charge->id); };
+      const auto voids_now = co_await db::WithDbRetries(voids_now_call);
+      if (voids_now && *voids_now != *voids_seen) {
+        t.err << "refused: a void of " << charge->public_id() << " was recorded since this decision read the "
+              << "charge (another person deciding it?); nothing changed. Look again with review show\n";
+      } else if (cl.to == ChargeStatus::kCaptured && result->charge.failure_reason == charge->failure_reason) {
         t.err << "refused: a void of " << charge->public_id() << " is on record (another person's canceled, or "
               << "the reconciler's past the deadline), which may have reached the acquirer: captured would "
               << "contradict it; nothing changed. --against-acquirer REASON overrides it, on record\n";

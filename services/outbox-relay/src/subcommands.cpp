@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "charge_outbox/outbox/outbox_store.hpp"
+#include "charge_outbox/util/operator_text.hpp"
 
 namespace charge_outbox::outbox_relay {
 namespace {
@@ -28,12 +29,33 @@ bool LooksLikeUuid(const std::string& s) {
   return true;
 }
 
-int Change(outbox::OutboxAdmin& admin, const std::string& verb, const std::string& id) {
+// `parked retry|skip ID --by NAME --reason TEXT`: who and why go on record with the change.
+int Change(outbox::OutboxAdmin& admin, const std::vector<std::string>& args) {
+  const auto& verb = args[1];
+  const auto& id = args[2];
   if (!LooksLikeUuid(id)) {
-    std::cerr << "not an event id (a uuid): " << id << "\n";
+    std::cerr << "not an event id (a uuid): " << id.substr(0, 80) << "\n";
     return 2;
   }
-  auto result = verb == "retry" ? admin.RetryParked(id) : admin.SkipParked(id);
+  outbox::OperatorNote note;
+  bool by_seen = false, reason_seen = false;
+  for (std::size_t i = 3; i < args.size(); i += 2) {
+    if (i + 1 >= args.size() || (args[i] != "--by" && args[i] != "--reason")) return Usage();
+    const bool by = args[i] == "--by";
+    if (const auto problem = util::OperatorTextProblem(args[i + 1], by ? util::kMaxOperatorName
+                                                                         : util::kMaxOperatorReason)) {
+      std::cerr << args[i] << " " << *problem << "\n";
+      return 2;
+    }
+    (by ? note.operator_name : note.reason) = args[i + 1];
+    (by ? by_seen : reason_seen) = true;
+  }
+  if (!by_seen || !reason_seen) {
+    std::cerr << "parked " << verb << " needs --by NAME and --reason TEXT: who acts on an event, and why, is on "
+              << "record (operator_actions)\n";
+    return 2;
+  }
+  auto result = verb == "retry" ? admin.RetryParked(id, note) : admin.SkipParked(id, note);
   if (!result) return Failed(result.error());
   switch (*result) {
     case outbox::ParkedChange::kDone:
@@ -78,7 +100,7 @@ int RunSubcommand(const RelayConfig& config, const std::vector<std::string>& arg
       }
       return 0;
     }
-    if ((args[1] == "retry" || args[1] == "skip") && args.size() == 3) return Change(*admin, args[1], args[2]);
+    if ((args[1] == "retry" || args[1] == "skip") && args.size() >= 3) return Change(*admin, args);
     return Usage();
   }
   if (args[0] == "retention" && args.size() == 1) {

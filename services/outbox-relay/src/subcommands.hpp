@@ -19,8 +19,8 @@ int RunSubcommand(const RelayConfig& config, const std::vector<std::string>& arg
 inline constexpr const char* kUsage =
     "usage: outbox-relay [--config PATH]                       run the relay\n"
     "       outbox-relay [--config PATH] parked list [LIMIT]   parked events, one JSON object per line\n"
-    "       outbox-relay [--config PATH] parked retry ID       send a parked event again\n"
-    "       outbox-relay [--config PATH] parked skip ID        give up on a parked event (never sent)\n"
+    "       outbox-relay [--config PATH] parked retry ID --by NAME --reason TEXT   send a parked event again\n"
+    "       outbox-relay [--config PATH] parked skip ID --by NAME --reason TEXT    give up on it (never sent)\n"
     "       outbox-relay [--config PATH] retention             create partitions ahead, drop old published ones\n";
 
 }  // namespace charge_outbox::outbox_relay

@@ -179,6 +179,34 @@ TEST_F(ReviewStoreTest, ACapturedDoesNotLandOnceAVoidOfTheChargeIsOnRecordUnless
   EXPECT_EQ(db_->Scalar("SELECT against_acquirer FROM operator_actions"), "t");
 }
 
+TEST_F(ReviewStoreTest, ADecisionDoesNotLandOnceAVoidWasRecordedSinceItReadTheCharge) {
+  const auto c = InReview(kMerchantA, "k1", "deadline_passed_unconfirmed");
+  const auto seen = Await(review_->VoidsOnRecord(c.id));
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(*seen, 0);
+  // A lookup changes nothing a decision rests on.
+  ASSERT_TRUE(Await(charges_->StartAttempt(c.id, {RequestId("lookup"), acquirer::Operation::kLookup, "charge-admin",
+                                                  std::nullopt, {}}))
+                  .has_value());
+  EXPECT_EQ(*Await(review_->VoidsOnRecord(c.id)), 0);
+  // Another person's void does.
+  ASSERT_TRUE(Await(charges_->StartAttempt(c.id, {RequestId("void"), acquirer::Operation::kVoid, "charge-admin",
+                                                  std::nullopt, {}, true}))
+                  .has_value());
+  EXPECT_EQ(*Await(review_->VoidsOnRecord(c.id)), 1);
+  auto d = Decision(c, ChargeStatus::kFailed, "deadline_passed_unconfirmed");
+  d.voids_seen = *seen;
+  const auto stale = Await(review_->Resolve(d));
+  ASSERT_TRUE(stale.has_value());
+  EXPECT_FALSE(stale->applied) << "it rests on an answer the void may have made stale";
+  d.to = ChargeStatus::kCanceled;
+  d.capture_id = "cap_live";
+  d.voids_seen = 1;
+  const auto current = Await(review_->Resolve(d));
+  ASSERT_TRUE(current.has_value());
+  EXPECT_TRUE(current->applied);
+}
+
 TEST_F(ReviewStoreTest, AVoidWithoutALeaseIsRecordedOnlyOnAChargeInReview) {
   const auto c = InReview(kMerchantA, "k1", "deadline_passed_unconfirmed");
   db_->Execute("UPDATE charges SET status = 'captured', failure_reason = NULL");

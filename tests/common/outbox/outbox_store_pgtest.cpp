@@ -360,16 +360,21 @@ TEST_F(OutboxStoreTest, AParkedEventHoldsBackItsChargeUntilRetriedOrSkipped) {
   EXPECT_EQ(stats.unpublished, 3);
   EXPECT_EQ(stats.parked, 1);
 
-  EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kDone);
-  EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kNotParked);
+  const OperatorNote dana{"dana", "raised the limit"};
+  EXPECT_EQ(admin->RetryParked(a1, dana).value(), ParkedChange::kDone);
+  EXPECT_EQ(admin->RetryParked(a1, dana).value(), ParkedChange::kNotParked);
+  // Only the change that happened is on record, with the park error it undid.
+  EXPECT_EQ(db_->Scalar("SELECT operator || '|' || action || '|' || before || '|' || after FROM operator_actions"),
+            "dana|parked.retry|parked: MSG_SIZE_TOO_LARGE: Broker: Message size too large|retried");
   batch = session->Claim(owned, 100, 1).value();
   std::vector<std::string> expected{a1, b1};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(Ids(batch), expected);
 
   ASSERT_TRUE(session->Park(a_event, "INVALID_RECORD").has_value());
-  EXPECT_EQ(admin->SkipParked(a1).value(), ParkedChange::kDone);
-  EXPECT_EQ(admin->SkipParked(a1).value(), ParkedChange::kNotParked);
+  EXPECT_EQ(admin->SkipParked(a1, dana).value(), ParkedChange::kDone);
+  EXPECT_EQ(admin->SkipParked(a1, dana).value(), ParkedChange::kNotParked);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM operator_actions WHERE action = 'parked.skip'"), "1");
   EXPECT_EQ(db_->Scalar("SELECT skipped_at IS NOT NULL AND published_at IS NOT NULL FROM outbox WHERE id = '" + a1 + "'"),
             "t");
   expected = {a2, b1};
@@ -397,7 +402,7 @@ TEST_F(OutboxStoreTest, AShardsNextOwnerHoldsBackTheChargesItsPreviousOwnerParke
   // Retried, the event goes first, then the charge's next one; a rebalance that finds nothing parked
   // any more claims without looking for parked events.
   auto admin = MakePgOutboxAdmin(db_->url(), "outbox-store-test");
-  EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kDone);
+  EXPECT_EQ(admin->RetryParked(a1, {"dana", "retry"}).value(), ParkedChange::kDone);
   owned = next_owner->Rebalance().value().owned;
   const auto batch = next_owner->Claim(owned, 100, 4).value();
   std::vector<std::pair<std::string, int>> waves;
@@ -591,7 +596,7 @@ TEST_F(OutboxStoreTest, TheFloorStopsAtAParkedEventSoThatARetriedOneIsClaimedAga
   EXPECT_LE(Relay(*session, owned, 1s), PositionOf(a1));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"), "1");
 
-  EXPECT_EQ(admin->RetryParked(a1).value(), ParkedChange::kDone);
+  EXPECT_EQ(admin->RetryParked(a1, {"dana", "retry"}).value(), ParkedChange::kDone);
   EXPECT_THAT(Ids(session->Claim(owned, 100, 1).value()), ElementsAre(a1));
   EXPECT_GT(PositionOf(c1), PositionOf(a1));
 }

@@ -435,17 +435,24 @@ TEST_F(OutboxRelayE2E, APoisonEventIsParkedOthersFlowAndRetryOrSkipReleaseItsCha
   auto relay = fixture_->StartRelay();
   ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_owned_shards") == 256.0; }, 20s));
   EXPECT_FALSE(published(a3));
-  auto retry = fixture_->RunCommand({"parked", "retry", a2.id});
+  // Who and why are required, and go on record with the change.
+  EXPECT_EQ(fixture_->RunCommand({"parked", "retry", a2.id}).exit_code, 2);
+  EXPECT_EQ(fixture_->RunCommand({"parked", "retry", a2.id, "--by", "dana"}).exit_code, 2);
+  auto retry = fixture_->RunCommand({"parked", "retry", a2.id, "--by", "dana", "--reason", "raised max.message.bytes"});
   EXPECT_EQ(retry.exit_code, 0) << retry.err;
   ASSERT_TRUE(Eventually([&] { return published(a2) && published(a3); }, 20s)) << relay->Output();
 
   // c1 cannot be sent by anyone: skipping it releases c2. Skipping twice says there is nothing to skip.
   EXPECT_FALSE(published(c2));
-  auto skip = fixture_->RunCommand({"parked", "skip", c1.id});
+  auto skip = fixture_->RunCommand({"parked", "skip", c1.id, "--by", "dana", "--reason", "OPS-9: payload unsendable"});
   EXPECT_EQ(skip.exit_code, 0) << skip.err;
   ASSERT_TRUE(Eventually([&] { return published(c2); }, 20s));
-  EXPECT_EQ(fixture_->RunCommand({"parked", "skip", c1.id}).exit_code, 1);
-  EXPECT_EQ(fixture_->RunCommand({"parked", "retry", "not-a-uuid"}).exit_code, 2);
+  EXPECT_EQ(fixture_->RunCommand({"parked", "skip", c1.id, "--by", "dana", "--reason", "again"}).exit_code, 1);
+  EXPECT_EQ(fixture_->RunCommand({"parked", "retry", "not-a-uuid", "--by", "dana", "--reason", "r"}).exit_code, 2);
+  EXPECT_EQ(fixture_->db().Scalar("SELECT string_agg(operator || '|' || action || '|' || subject || '|' || reason || '|' ||"
+                                  " after, ',' ORDER BY id) FROM operator_actions"),
+            "dana|parked.retry|" + a2.id + "|raised max.message.bytes|retried,dana|parked.skip|" + c1.id +
+                "|OPS-9: payload unsendable|skipped (never sent)");
 
   const std::vector<WrittenEvent> delivered{a1, a2, a3, b1, b2, c2};
   const auto consumed = ConsumeAll(fixture_->topic(), delivered, 30s);

@@ -93,6 +93,10 @@ struct Resolution {
   std::string acquirer_said;
   bool against_acquirer = false;
   std::string traceparent;  // "" for none
+  // The voids of the charge on record as the person read them before asking the acquirer (plus this
+  // decision's own): the decision lands only if no other void was recorded since (another person's
+  // `canceled` racing this one), so it never rests on an answer a void has since made stale.
+  std::optional<int> voids_seen;
 };
 
 struct ResolveResult {
@@ -122,6 +126,9 @@ class ReviewStore {
   // no void of the charge on record (unless against the acquirer). Not applied: another decision (or
   // actor) won, or a void stands in the way, and `charge` says what the charge is now.
   virtual boost::asio::awaitable<db::DbResult<ResolveResult>> Resolve(const Resolution& resolution) = 0;
+
+  // The voids of the charge on record (charges.voids_recorded): what a decision rests on.
+  virtual boost::asio::awaitable<db::DbResult<int>> VoidsOnRecord(const std::string& charge_id) = 0;
 
   // Deletes up to `batch` audit rows older than `older_than`, oldest first; returns how many. The retention
   // rule (docs/operations.md, "The audit trail"): called until it returns 0.

@@ -151,6 +151,12 @@ enum class ParkedChange {
   kNotParked,  // no parked, unpublished event has that id
 };
 
+// Who acts on a parked event, and why: the audit row (operator_actions) written in the change's transaction.
+struct OperatorNote {
+  std::string operator_name;
+  std::string reason;
+};
+
 struct RetentionReport {
   int partitions_created = 0;
   std::vector<std::string> moved_to_history;  // older than yesterday, all published: now under outbox_history
@@ -178,10 +184,11 @@ class OutboxAdmin {
   virtual DbResult<RetentionReport> RunRetention(const RetentionPolicy& policy) = 0;
 
   virtual DbResult<std::vector<ParkedEvent>> ListParked(int limit) = 0;
-  // Unparks the event: the relay sends it again, then the charge's later events.
-  virtual DbResult<ParkedChange> RetryParked(const std::string& id) = 0;
-  // Gives up on the event: marked published (and skipped) without being sent; later events flow.
-  virtual DbResult<ParkedChange> SkipParked(const std::string& id) = 0;
+  // Unparks the event: the relay sends it again, then the charge's later events. Audited: `by` is on record
+  // with the change, in its transaction.
+  virtual DbResult<ParkedChange> RetryParked(const std::string& id, const OperatorNote& by) = 0;
+  // Gives up on the event: marked published (and skipped) without being sent; later events flow. Audited.
+  virtual DbResult<ParkedChange> SkipParked(const std::string& id, const OperatorNote& by) = 0;
 };
 
 std::unique_ptr<OutboxAdmin> MakePgOutboxAdmin(std::string database_url, std::string application_name,

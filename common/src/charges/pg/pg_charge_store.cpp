@@ -73,6 +73,7 @@ constexpr db::Statement kStartAttempt{
     R"sql(
      WITH c AS (
        UPDATE charges SET attempt_count = attempt_count + 1,
+         voids_recorded = voids_recorded + CASE WHEN $3 = 'void' THEN 1 ELSE 0 END,
          lease_expires_at = CASE WHEN $5::text IS NULL THEN lease_expires_at
                                  ELSE now() + $6::bigint * interval '1 millisecond' END
        WHERE id = $1

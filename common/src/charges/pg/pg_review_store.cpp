@@ -73,7 +73,10 @@ constexpr db::Statement kLastResolution{
 
 // $1 charge, $2 the reason it is in review as the person read it (NULL: none), $3 the new status, $4
 // capture id, $5 failure reason, $6 operator, $7 why, $8 what the acquirer said, $9 against the acquirer,
-// $10 traceparent. `IS TRUE` keeps the planner on the primary key rather than the partial index
+// $10 traceparent, $11 the voids on record the decision saw (NULL: not read). The count is in the row, not
+// in a subquery: a void recorded by a racing decision updates the row, so this statement, waiting on its
+// lock, re-checks the count on the row as committed and does not land, where the NOT EXISTS below, read
+// from its own snapshot, would still find no void. `IS TRUE` keeps the planner on the primary key rather than the partial index
 // charges_needs_review (as STILL_PENDING does for the pending one). A `captured` lands only with no void of the charge on record, as ChargeStore::Complete
 // keeps a capture from landing: a void may have reached the acquirer (another person's `canceled` racing
 // this one, the reconciler's void past the deadline), unless the person decides against the acquirer. The
@@ -93,6 +96,7 @@ constexpr db::Statement kResolve{
          response_status = NULL, response_body = NULL,
          owner_id = NULL, lease_expires_at = NULL, next_check_at = NULL
        WHERE id = $1::uuid AND (status = 'needs_review') IS TRUE AND failure_reason IS NOT DISTINCT FROM $2
+         AND ($11::integer IS NULL OR voids_recorded = $11::integer)
          AND ($3::charge_status <> 'captured' OR $9::boolean
               OR NOT EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = $1::uuid AND v.operation = 'void'))
        RETURNING *
@@ -122,7 +126,10 @@ constexpr db::Statement kPruneActions{
        RETURNING 1)
      SELECT count(*) FROM gone)sql"};
 
-constexpr db::Statement kStatements[] = {kPruneActions, kList,   kCountByReason, kFind,           kFindByOrder, kAttempts,
+constexpr db::Statement kVoidsOnRecord{"review_voids_on_record",
+                                       "SELECT c.voids_recorded FROM charges c WHERE c.id = $1::uuid"};
+
+constexpr db::Statement kStatements[] = {kPruneActions, kVoidsOnRecord, kList,   kCountByReason, kFind,           kFindByOrder, kAttempts,
                                          kEvents, kActions,       kLastResolution, kResolve};
 
 template <typename T, typename Job>
@@ -225,16 +232,27 @@ class PgReviewStore final : public ReviewStore {
 
   asio::awaitable<DbResult<ResolveResult>> Resolve(const Resolution& d) override {
     const std::string to(ToString(d.to));
+    // Named, not built in the co_await expression: GCC 12 destroys such temporaries twice.
+    const std::optional<std::string> voids_seen =
+        d.voids_seen ? std::optional(std::to_string(*d.voids_seen)) : std::nullopt;
     co_return co_await RunJob<ResolveResult>(pool_, [&](PgConnection& conn) -> asio::awaitable<ResolveResult> {
       const auto r = co_await conn.Execute(kResolve, d.charge_id, d.expected_reason, to, d.capture_id,
                                            d.failure_reason, d.operator_name, d.reason, d.acquirer_said,
-                                           d.against_acquirer ? "true" : "false", d.traceparent);
+                                           d.against_acquirer ? "true" : "false", d.traceparent, voids_seen);
       if (!r.empty()) co_return ResolveResult{true, sql::ReadCharge(r[0])};
       // Read after the refused statement, whose snapshot may predate the winner's commit.
       const auto again = co_await conn.Execute(kFind, d.charge_id);
       auto now = FirstCharge(again);
       if (!now) throw std::runtime_error("charge " + d.charge_id + " does not exist");
       co_return ResolveResult{false, std::move(*now)};
+    });
+  }
+
+  asio::awaitable<DbResult<int>> VoidsOnRecord(const std::string& charge_id) override {
+    co_return co_await RunJob<int>(pool_, [&](PgConnection& conn) -> asio::awaitable<int> {
+      const auto r = co_await conn.Execute(kVoidsOnRecord, charge_id);
+      if (r.empty()) throw std::runtime_error("charge " + charge_id + " does not exist");
+      co_return r[0][0].as<int>();
     });
   }
 

@@ -778,23 +778,33 @@ class PgOutboxAdmin final : public OutboxAdmin {
     });
   }
 
-  DbResult<ParkedChange> RetryParked(const std::string& id) override {
-    return Change(id, "UPDATE outbox SET parked_at = NULL"
-                      " WHERE id = $1::uuid AND parked_at IS NOT NULL AND published_at IS NULL");
+  DbResult<ParkedChange> RetryParked(const std::string& id, const OperatorNote& by) override {
+    return Change(id, by, "parked.retry", "retried",
+                  "UPDATE outbox SET parked_at = NULL"
+                  " WHERE id = $1::uuid AND parked_at IS NOT NULL AND published_at IS NULL RETURNING park_error");
   }
 
-  DbResult<ParkedChange> SkipParked(const std::string& id) override {
-    return Change(id, "UPDATE outbox SET published_at = now(), skipped_at = now()"
-                      " WHERE id = $1::uuid AND parked_at IS NOT NULL AND published_at IS NULL");
+  DbResult<ParkedChange> SkipParked(const std::string& id, const OperatorNote& by) override {
+    return Change(id, by, "parked.skip", "skipped (never sent)",
+                  "UPDATE outbox SET published_at = now(), skipped_at = now()"
+                  " WHERE id = $1::uuid AND parked_at IS NOT NULL AND published_at IS NULL RETURNING park_error");
   }
 
  private:
-  DbResult<ParkedChange> Change(const std::string& id, const std::string& sql) {
+  // The change and its audit row (operator_actions, the review store's table: a person's actions in one
+  // place) in one transaction: an action nobody can account for never happens.
+  DbResult<ParkedChange> Change(const std::string& id, const OperatorNote& by, const char* action,
+                                const char* after, const std::string& sql) {
     return Run<ParkedChange>([&](pqxx::connection& conn) {
       pqxx::work tx(conn);
       const auto r = tx.exec_params(sql, id);
+      if (r.size() != 1) return ParkedChange::kNotParked;
+      const auto error = r[0][0].is_null() ? std::string() : r[0][0].as<std::string>();
+      tx.exec_params("INSERT INTO operator_actions (operator, action, subject, reason, before, after)"
+                     " VALUES ($1, $2, $3, $4, left('parked: ' || $5, 1000), $6)",
+                     by.operator_name, action, id, by.reason, error, after);
       tx.commit();
-      return r.affected_rows() == 1 ? ParkedChange::kDone : ParkedChange::kNotParked;
+      return ParkedChange::kDone;
     });
   }
 
