@@ -57,14 +57,14 @@ asio::awaitable<std::optional<int>> FinishOnRecord(Tools& t, const Charge& charg
 }
 
 // A fresh lookup of the charge's key, on record like every actor's (actor charge-admin, no lease: the
-// charge is in review, or the person is only looking). `attempt_no`: its number on record.
-asio::awaitable<AcquirerView> AskTheAcquirer(Tools& t, const Charge& charge, std::optional<int>& attempt_no) {
+// charge is in review, or the person is only looking).
+asio::awaitable<AcquirerView> AskTheAcquirer(Tools& t, const Charge& charge) {
   charges::AttemptRecorder recorder(t.charges, charge.id, acquirer::Operation::kLookup, kActor, "");
   const acquirer::LookupRequest lookup{charges::AcquirerIdempotencyKey(charge),
                                        acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
   const auto call = [&](std::string request_id) { return t.acquirer.LookupByKey(lookup, std::move(request_id)); };
   const auto run = co_await charges::RunRecorded(t.policy, t.clock, recorder, call);
-  attempt_no = co_await FinishOnRecord(t, charge, recorder);
+  [[maybe_unused]] const auto recorded = co_await FinishOnRecord(t, charge, recorder);
   co_return ReadLookup(run);
 }
 
@@ -116,8 +116,7 @@ asio::awaitable<int> Show(Tools& t, const CommandLine& cl) {
   const auto read = [&] { return t.review.History(*charge); };
   const auto history = co_await db::WithDbRetries(read);
   if (!history) co_return DatabaseFailed(t, history.error());
-  std::optional<int> attempt_no;
-  const auto now = co_await AskTheAcquirer(t, *charge, attempt_no);
+  const auto now = co_await AskTheAcquirer(t, *charge);
   const auto timeline = Timeline(*charge, *history);
   if (cl.json) {
     boost::json::array entries;
@@ -174,8 +173,7 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
   const auto voids = co_await db::WithDbRetries(voids_read);
   if (!voids) co_return DatabaseFailed(t, voids.error());
   std::optional<int> voids_seen = *voids;
-  std::optional<int> lookup_no;
-  const auto said = co_await AskTheAcquirer(t, *charge, lookup_no);
+  const auto said = co_await AskTheAcquirer(t, *charge);
   const auto verdict = Decide(cl.to, said, cl.against_acquirer.has_value());
   if (verdict.step == Verdict::Step::kRefuse) {
     t.err << "refused: " << verdict.why << "\n";
@@ -190,6 +188,7 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
     const acquirer::VoidRequest request{*verdict.capture_id, charges::AcquirerIdempotencyKey(*charge)};
     const auto call = [&](std::string request_id) { return t.acquirer.Void(request, std::move(request_id)); };
     const auto run = co_await charges::RunRecorded(t.policy, t.clock, recorder, call);
+    // This decision's own void, if it was recorded, is one the count now holds.
     if (const auto void_no = co_await FinishOnRecord(t, *charge, recorder)) voids_seen = *voids_seen + 1;
     if (recorder.refusal()) {
       // Not recorded, so not sent: another decision settled the charge since it was read.
