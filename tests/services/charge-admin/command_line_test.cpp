@@ -81,8 +81,16 @@ TEST(ChargeAdminCommandLine, ADecisionNeedsWhoWhyAndWhere) {
               HasSubstr("empty"));
   EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", "failed", "--reason", "r\n", "--by", "a"}),
               HasSubstr("control"));
-  EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", "failed", "--reason", std::string(2001, 'x'), "--by", "a"}),
-              HasSubstr("longer"));
+  EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", "failed", "--reason", std::string(901, 'x'), "--by", "a"}),
+              HasSubstr("longer than 900"));
+  EXPECT_THAT(Refusal({"review", "resolve", kCharge, "--to", "failed", "--reason", "r", "--by", "a",
+                       "--against-acquirer", std::string(901, 'x')}),
+              HasSubstr("longer than 900"));
+  // Both at their longest still fit the audit row's reason (2,000 bytes) with the words that join them.
+  const auto longest = ParseCommandLine({"review", "resolve", kCharge, "--to", "failed", "--reason",
+                                         std::string(900, 'x'), "--by", std::string(200, 'n'),
+                                         "--against-acquirer", std::string(900, 'y')});
+  EXPECT_EQ(longest.reason.size() + longest.against_acquirer->size(), 1800u);
   EXPECT_THAT(Refusal({"review", "show", kCharge, "--by", "a"}), HasSubstr("belong to review resolve"));
 }
 

@@ -10,7 +10,9 @@
 namespace charge_outbox::util {
 
 inline constexpr std::size_t kMaxOperatorName = 200;
-inline constexpr std::size_t kMaxOperatorReason = 2000;
+// A reason and an override's reason (charge-admin --against-acquirer) share operator_actions.reason, whose
+// check is 2,000 bytes: each gets 900.
+inline constexpr std::size_t kMaxOperatorReason = 900;
 
 // Why `text` cannot be on record ("is longer than 200 bytes", ...), or nullopt when it can.
 std::optional<std::string> OperatorTextProblem(std::string_view text, std::size_t max);

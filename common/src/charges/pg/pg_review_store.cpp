@@ -73,16 +73,18 @@ constexpr db::Statement kLastResolution{
 
 // $1 charge, $2 the reason it is in review as the person read it (NULL: none), $3 the new status, $4
 // capture id, $5 failure reason, $6 operator, $7 why, $8 what the acquirer said, $9 against the acquirer,
-// $10 traceparent, $11 the voids on record the decision saw (NULL: not read). The count is in the row, not
-// in a subquery: a void recorded by a racing decision updates the row, so this statement, waiting on its
-// lock, re-checks the count on the row as committed and does not land, where the NOT EXISTS below, read
-// from its own snapshot, would still find no void. `IS TRUE` keeps the planner on the primary key rather than the partial index
-// charges_needs_review (as STILL_PENDING does for the pending one). A `captured` lands only with no void of the charge on record, as ChargeStore::Complete
-// keeps a capture from landing: a void may have reached the acquirer (another person's `canceled` racing
-// this one, the reconciler's void past the deadline), unless the person decides against the acquirer. The
-// stored first response is dropped, as FlagForReview does: a replay of the key
-// answers what the charge's state now calls for. Each state keeps only the fields its event carries
-// (schemas/events): a capture id but no decline code unless failed, a decline code only if failed.
+// $10 traceparent, $11 the voids on record the decision saw (NULL: not read).
+//
+// The decision lands only while the charge is in review for the same reason and no void was recorded
+// since the person read the count. The count is a column of the row: a void recorded by a racing decision
+// updates the row, so this statement, if it waited on that lock, re-checks the count on the row as
+// committed, where the NOT EXISTS below, read from this statement's own snapshot, would still find no void.
+// A `captured` also lands only with no void on record at all, as ChargeStore::Complete keeps a capture from
+// landing (the void may have reached the acquirer), unless the person decides against the acquirer.
+// `IS TRUE` keeps the planner on the primary key rather than the partial index charges_needs_review (as
+// STILL_PENDING does for the pending one). The stored first response is dropped, as FlagForReview does: a
+// replay of the key answers what the state now calls for. Each state keeps only the fields its event
+// carries (schemas/events): a capture id unless failed, a decline code only if failed.
 constexpr db::Statement kResolve{
     "review_resolve",
     R"sql(
