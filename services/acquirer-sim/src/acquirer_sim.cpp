@@ -350,7 +350,8 @@ asio::awaitable<Reply> AcquirerSim::HandleVoid(const http::Request& request, Mer
     co_return Answer(FaultRefusal(decision, "; nothing was voided"));
   }
   co_await Sleep(decision.latency);
-  const auto result = store_.Void(merchant, key, id);
+  const auto window_us = std::chrono::duration_cast<std::chrono::microseconds>(decision.void_window).count();
+  const auto result = store_.Void(merchant, key, id, window_us);
   Response response;
   switch (result.outcome) {
     case VoidOutcome::kVoided:
@@ -363,6 +364,8 @@ asio::awaitable<Reply> AcquirerSim::HandleVoid(const http::Request& request, Mer
     case VoidOutcome::kMismatch:
       co_return Answer(
           IdempotencyKeyReused("this Idempotency-Key was used to void another capture; nothing was voided"));
+    case VoidOutcome::kSettled:
+      co_return Answer(CaptureSettled());
     case VoidOutcome::kStorageFailed:
       co_return Answer(StorageUnavailable());
   }

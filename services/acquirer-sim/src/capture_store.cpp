@@ -236,7 +236,8 @@ ListPage CaptureStore::List(MerchantIndex merchant, std::int64_t from_us, std::i
   return page;
 }
 
-VoidResult CaptureStore::Void(MerchantIndex merchant, std::string_view void_key, std::string_view capture_id) {
+VoidResult CaptureStore::Void(MerchantIndex merchant, std::string_view void_key, std::string_view capture_id,
+                              std::int64_t void_window_us) {
   std::lock_guard lock(mutex_);
   const auto found = by_id_.find(std::string(capture_id));
   if (found == by_id_.end() || captures_[found->second].merchant != merchant) return {VoidOutcome::kNotFound, {}};
@@ -247,6 +248,10 @@ VoidResult CaptureStore::Void(MerchantIndex merchant, std::string_view void_key,
     return {VoidOutcome::kAlreadyVoided, captures_[index]};
   }
   const std::int64_t now = std::max<std::int64_t>(clock_.NowMicros(), 1);
+  if (const auto& live = captures_[index];
+      void_window_us > 0 && live.voided_at_us == 0 && now - live.created_at_us > void_window_us) {
+    return {VoidOutcome::kSettled, std::nullopt};
+  }
   line_.clear();
   AppendVoidRecord(line_, merchants_[merchant], void_key, capture_id, now);
   if (!sink_.Append(line_)) return {VoidOutcome::kStorageFailed, std::nullopt};

@@ -65,7 +65,7 @@ struct CompleteResult {
   std::int64_t created_at_us = 0;
 };
 
-enum class VoidOutcome { kVoided, kAlreadyVoided, kNotFound, kMismatch, kStorageFailed };
+enum class VoidOutcome { kVoided, kAlreadyVoided, kNotFound, kMismatch, kSettled, kStorageFailed };
 
 struct VoidResult {
   VoidOutcome outcome = VoidOutcome::kNotFound;
@@ -116,8 +116,10 @@ class CaptureStore {
                 std::size_t limit) const;
 
   // Voids by capture id. A void key already used for this capture replays (kAlreadyVoided), for another
-  // capture is kMismatch. Voiding an already voided capture with a new key is kAlreadyVoided too.
-  VoidResult Void(MerchantIndex merchant, std::string_view void_key, std::string_view capture_id);
+  // capture is kMismatch. Voiding an already voided capture with a new key is kAlreadyVoided too. A live
+  // capture older than `void_window_us` (0: no window) has settled: kSettled, nothing written.
+  VoidResult Void(MerchantIndex merchant, std::string_view void_key, std::string_view capture_id,
+                  std::int64_t void_window_us = 0);
 
   // Every capture and void ever made, in the order they happened.
   std::vector<LedgerEntry> Ledger() const;

@@ -15,6 +15,7 @@ using Result = boost::system::result<FaultProfile, ProfileError>;
 
 // Ten minutes: longer than any delay a test or demo wants, short enough to catch a unit mistake.
 constexpr std::int64_t kMaxMillis = 600'000;
+constexpr std::int64_t kMaxVoidWindowMillis = 86'400'000;  // a day: settlement is daily at the latest
 constexpr std::int64_t kMaxRetryAfterSeconds = 3600;
 // Standard normal quantile at 0.99: the lognormal's sigma is ln(p99 / median) / this.
 constexpr double kZ99 = 2.3263478740408408;
@@ -190,6 +191,7 @@ struct WholeMember {
   std::int64_t max;
 };
 constexpr WholeMember kWholeMembers[] = {{"visibility_delay_ms", &FaultProfile::visibility_delay_ms, kMaxMillis},
+                                         {"void_window_ms", &FaultProfile::void_window_ms, kMaxVoidWindowMillis},
                                          {"timeout_delay_ms", &FaultProfile::timeout_delay_ms, kMaxMillis},
                                          {"retry_after_s", &FaultProfile::retry_after_s, kMaxRetryAfterSeconds}};
 
@@ -280,6 +282,7 @@ json::object FaultProfileToJson(const FaultProfile& p) {
   out["decline_code"] = p.decline_code;
   out["decline_rules"] = std::move(rules);
   out["visibility_delay_ms"] = p.visibility_delay_ms;
+  out["void_window_ms"] = p.void_window_ms;
   out["timeout_delay_ms"] = p.timeout_delay_ms;
   out["retry_after_s"] = p.retry_after_s;
   out["apply_to"] = std::move(apply_to);
@@ -289,7 +292,7 @@ json::object FaultProfileToJson(const FaultProfile& p) {
 FaultProfile LoadFaultProfile(config::ConfigReader& reader) {
   json::object obj;
   for (const char* name : {"seed", "timeout_rate", "drop_rate", "error_rate", "throttle_rate", "decline_rate",
-                           "visibility_delay_ms", "timeout_delay_ms", "retry_after_s"}) {
+                           "visibility_delay_ms", "void_window_ms", "timeout_delay_ms", "retry_after_s"}) {
     if (auto v = ConfigScalar(reader, std::string("faults.") + name)) obj[name] = *v;
   }
   if (auto code = reader.String("faults.decline_code", ""); !code.empty()) obj["decline_code"] = code;
@@ -401,6 +404,7 @@ FaultDecision FaultEngine::Draw(Operation operation, std::string_view payment_me
   std::lock_guard lock(mutex_);
   const auto& p = profile_;
   d.visibility_delay = std::chrono::milliseconds{p.visibility_delay_ms};
+  if (operation == kOpVoid) d.void_window = std::chrono::milliseconds{p.void_window_ms};
   d.timeout_delay = std::chrono::milliseconds{p.timeout_delay_ms};
   d.retry_after_s = p.retry_after_s;
   if (operation == kOpCapture && !p.decline_rules.empty()) {

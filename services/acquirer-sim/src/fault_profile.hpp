@@ -55,6 +55,9 @@ struct FaultProfile {
   std::map<std::string, std::string, std::less<>> decline_rules = {{"pm_tok_declined", "card_declined"},
                                                                    {"pm_tok_insufficient", "insufficient_funds"}};
   std::int64_t visibility_delay_ms = 0;
+  // A capture older than this has settled and can no longer be voided (0: never). Deterministic, whatever
+  // apply_to says: a real acquirer voids only before settlement; after it, money comes back by refund.
+  std::int64_t void_window_ms = 0;
   std::int64_t timeout_delay_ms = 60'000;
   std::int64_t retry_after_s = 1;
   unsigned apply_to = kOpCapture;
@@ -89,6 +92,7 @@ struct FaultDecision {
   std::optional<std::string> decline_code;  // captures only
   std::chrono::milliseconds latency{0};
   std::chrono::milliseconds visibility_delay{0};
+  std::chrono::milliseconds void_window{0};  // voids only; 0: no window
   std::chrono::milliseconds timeout_delay{0};
   std::int64_t retry_after_s = 0;
 };

@@ -58,6 +58,11 @@ Response IdempotencyKeyReused(std::string_view detail) {
   return http::ProblemJson(Status::unprocessable_entity, "Idempotency key reused", detail);
 }
 
+Response CaptureSettled() {
+  return http::ProblemJson(Status::unprocessable_entity, "Capture settled",
+                           "this capture has settled and can no longer be voided; nothing was voided");
+}
+
 Response StorageUnavailable() {
   return http::ProblemJson(Status::service_unavailable, "Storage unavailable",
                            "the capture log could not be written; nothing was captured, retry later");

@@ -22,6 +22,8 @@ http::Response MethodNotAllowed(std::string_view allow);
 http::Response RequestInProgress();
 // 422: the key was used for something else; `consequence` says what was not done.
 http::Response IdempotencyKeyReused(std::string_view detail);
+// 422: a void of a capture past the void window (fault profile void_window_ms).
+http::Response CaptureSettled();
 // 503: the capture log could not be written.
 http::Response StorageUnavailable();
 

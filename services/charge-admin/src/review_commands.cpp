@@ -197,9 +197,18 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
       if (now && *now && (*now)->status != ChargeStatus::kNeedsReview) co_return co_await NotInReview(t, cl, **now);
     }
     if (!VoidConfirmed(run)) {
-      t.err << "refused: the void of " << *verdict.capture_id << " was not confirmed ("
-            << acquirer::ToString(run.last().kind) << "); the charge stays in needs_review, its void on record. "
-            << "Run the command again: the same void is asked again\n";
+      const auto& last = run.last();
+      t.err << "refused: the void of " << *verdict.capture_id << " was not confirmed (" << acquirer::ToString(last.kind);
+      if (last.http_status) t.err << ", HTTP " << *last.http_status;
+      t.err << "); the charge stays in needs_review, its void on record. ";
+      if (last.retryability() == retry::Retryability::kNever) {
+        // Refused as a request (a capture past the acquirer's void window, our credentials): the same void
+        // gets the same answer. The capture stands; the money comes back, if it must, by a refund.
+        t.err << "The acquirer refused it: asking again will not change that. If the money is kept, decide "
+              << "captured; a refund, if one is due, is made at the acquirer\n";
+      } else {
+        t.err << "Run the command again: the same void is asked again\n";
+      }
       co_return kNotDone;
     }
     acquirer_said += "; voided by this decision";
@@ -233,8 +242,9 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
               << "charge (another person deciding it?); nothing changed. Look again with review show\n";
       } else if (cl.to == ChargeStatus::kCaptured && result->charge.failure_reason == charge->failure_reason) {
         t.err << "refused: a void of " << charge->public_id() << " is on record (another person's canceled, or "
-              << "the reconciler's past the deadline), which may have reached the acquirer: captured would "
-              << "contradict it; nothing changed. --against-acquirer REASON overrides it, on record\n";
+              << "the reconciler's past the deadline) whose outcome is unknown: it may have reached the acquirer, "
+              << "and captured would contradict it; nothing changed. --against-acquirer REASON overrides it, "
+              << "on record\n";
       } else {
         t.err << "refused: " << charge->public_id() << " changed meanwhile (now needs_review, "
               << result->charge.failure_reason.value_or("?") << "); nothing changed; look again with review show\n";

@@ -198,6 +198,21 @@ TEST_F(CaptureStoreTest, ExactlyFullLastPageHasNoNextCursor) {
   EXPECT_FALSE(second.next_cursor.has_value());
 }
 
+TEST_F(CaptureStoreTest, ALiveCapturePastTheVoidWindowHasSettledAndIsNotVoided) {
+  const auto old = Capture(a_, "k-old", Req("ch_old"));
+  clock_.now += 1'000;
+  const auto young = Capture(a_, "k-young", Req("ch_young"));
+  clock_.now += 500;
+  EXPECT_EQ(store_.Void(a_, "v-old", old, 1'000).outcome, VoidOutcome::kSettled);
+  EXPECT_EQ(store_.LookupByKey(a_, "k-old")->voided_at_us, 0) << "nothing was voided";
+  EXPECT_EQ(store_.Ledger().size(), 2u);
+  EXPECT_EQ(store_.Void(a_, "v-young", young, 1'000).outcome, VoidOutcome::kVoided);
+  clock_.now += 5'000;
+  // A void already made replays past the window: settlement does not undo it.
+  EXPECT_EQ(store_.Void(a_, "v-young", young, 1'000).outcome, VoidOutcome::kAlreadyVoided);
+  EXPECT_EQ(store_.Void(a_, "v-old", old, 0).outcome, VoidOutcome::kVoided) << "0: no window";
+}
+
 TEST_F(CaptureStoreTest, VoidIsIdempotentAndKeysAreCheckedAgainstTheCapture) {
   const auto id1 = Capture(a_, "k1", Req("ch_1"));
   const auto id2 = Capture(a_, "k2", Req("ch_2"));

@@ -42,7 +42,8 @@ TEST(FaultProfile, ParsesEveryMember) {
   const auto p = Parse(R"({"seed": 42, "latency": {"distribution": "lognormal", "median_ms": 20, "p99_ms": 200,
     "max_ms": 900}, "timeout_rate": 0.1, "drop_rate": 0.2, "error_rate": 0.3, "throttle_rate": 0.4,
     "decline_rate": 1, "decline_code": "do_not_honor", "decline_rules": {"pm_x": "lost_card"},
-    "visibility_delay_ms": 1500, "timeout_delay_ms": 30000, "retry_after_s": 3, "apply_to": ["void", "list"]})");
+    "visibility_delay_ms": 1500, "void_window_ms": 7000, "timeout_delay_ms": 30000, "retry_after_s": 3,
+    "apply_to": ["void", "list"]})");
   EXPECT_EQ(p.seed, 42u);
   EXPECT_EQ(p.latency.distribution, LatencyDistribution::kLognormal);
   EXPECT_EQ(p.latency.median_ms, 20);
@@ -56,6 +57,7 @@ TEST(FaultProfile, ParsesEveryMember) {
   EXPECT_EQ(p.decline_code, "do_not_honor");
   EXPECT_EQ(p.decline_rules, (std::map<std::string, std::string, std::less<>>{{"pm_x", "lost_card"}}));
   EXPECT_EQ(p.visibility_delay_ms, 1500);
+  EXPECT_EQ(p.void_window_ms, 7000);
   EXPECT_EQ(p.timeout_delay_ms, 30000);
   EXPECT_EQ(p.retry_after_s, 3);
   EXPECT_EQ(p.apply_to, kOpVoid | kOpList);
@@ -83,6 +85,7 @@ TEST(FaultProfile, ErrorsNameTheField) {
   EXPECT_EQ(ParseError(R"({"drop_rate": -0.1})").field, "drop_rate");
   EXPECT_EQ(ParseError(R"({"error_rate": "0.5"})").field, "error_rate");
   EXPECT_EQ(ParseError(R"({"visibility_delay_ms": -1})").field, "visibility_delay_ms");
+  EXPECT_EQ(ParseError(R"({"void_window_ms": 86400001})").field, "void_window_ms");
   EXPECT_EQ(ParseError(R"({"visibility_delay_ms": 1.5})").field, "visibility_delay_ms");
   EXPECT_EQ(ParseError(R"({"timeout_delay_ms": 600001})").field, "timeout_delay_ms");
   EXPECT_EQ(ParseError(R"({"retry_after_s": 3601})").field, "retry_after_s");

@@ -308,6 +308,61 @@ TEST_F(ChargeAdminE2E, TheWindowReportsContradictionsBothWaysAreDecidedAsTheAcqu
   EXPECT_EQ(Audit(captured), "alice|needs_review (window_mismatch)|canceled|false");
 }
 
+// void_unconfirmed as the real reconciler produces it: past the deadline it finds the live capture and
+// voids it, and the acquirer refuses the void because the capture has settled (acquirer-sim's void
+// window). The person cannot cancel it either; the money is kept, and captured lands: the only void on
+// record was refused as a request, so it provably took no effect.
+TEST_F(ChargeAdminE2E, AVoidTheAcquirerRefusesAfterSettlementGoesToAPersonWhoKeepsTheCapture) {
+  const auto id = Pending("settled-1", "2 hours");
+  const auto capture = CaptureAtAcquirer(id);
+  SetFaults(R"({"void_window_ms": 1})");
+  std::this_thread::sleep_for(5ms);
+  const auto run = Reconcile();
+  ASSERT_EQ(Status(id), "needs_review") << run.out << run.err;
+  EXPECT_EQ(Field(id, "failure_reason"), "void_unconfirmed");
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(outcome || ' ' || http_status, ',') FROM acquirer_attempts"
+                        " WHERE operation = 'void'"),
+            "contract_error 422")
+      << "a refusal is not retried: the same void gets the same answer";
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", AcquirerKey(id)), 0u);
+
+  const auto show = Admin({"review", "show", id});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("void attempt"));
+  EXPECT_THAT(show.out, HasSubstr("HTTP 422"));
+  EXPECT_THAT(show.out, HasSubstr("the acquirer now: a live capture"));
+
+  const auto cancel = Resolve(id, "canceled");
+  EXPECT_EQ(cancel.exit_code, 1);
+  EXPECT_THAT(cancel.err, HasSubstr("HTTP 422"));
+  EXPECT_THAT(cancel.err, HasSubstr("asking again will not change that"));
+  EXPECT_EQ(Status(id), "needs_review");
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", AcquirerKey(id)), 0u);
+
+  const auto keep = Resolve(id, "captured");
+  ASSERT_EQ(keep.exit_code, 0) << keep.err;
+  EXPECT_EQ(Status(id), "captured");
+  EXPECT_EQ(Field(id, "acquirer_capture_id"), std::string(capture.at("id").as_string()));
+  EXPECT_EQ(Events(id), "payments.charge.needs_review.v1/reconciler,payments.charge.captured.v1/charge-admin");
+  EXPECT_EQ(Audit(id), "alice|needs_review (void_unconfirmed)|captured|false");
+}
+
+// A void whose outcome is unknown may still have voided: a captured over it needs the override.
+TEST_F(ChargeAdminE2E, ACapturedOverAVoidWhoseOutcomeIsUnknownNeedsTheOverride) {
+  const auto id = ReviewWithALiveCapture("void-unknown-1");
+  db_->Execute("INSERT INTO acquirer_attempts (charge_id, attempt_no, request_id, operation, actor, started_at,"
+               " finished_at, outcome, http_status, evidence) SELECT id, 99, gen_random_uuid(), 'void', 'reconciler',"
+               " now(), now(), 'timed_out', NULL, 'unknown' FROM charges");
+  db_->Execute("UPDATE charges SET voids_recorded = voids_recorded + 1");
+  const auto refused = Resolve(id, "captured");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("whose outcome is unknown"));
+  EXPECT_EQ(Status(id), "needs_review");
+  const auto overridden = Resolve(id, "captured", "alice", {"--against-acquirer", "the acquirer confirms no void, OPS-7"});
+  ASSERT_EQ(overridden.exit_code, 0) << overridden.err;
+  EXPECT_EQ(Audit(id), "alice|needs_review (deadline_passed_unconfirmed)|captured|true");
+}
+
 TEST_F(ChargeAdminE2E, TwoPeopleDecidingAtOnceEndWithOneDecisionThatTheAcquirerAgreesWith) {
   for (int round = 0; round < 4; ++round) {
     const auto id = ReviewWithALiveCapture("race-" + std::to_string(round));

@@ -123,7 +123,8 @@ class ReviewStore {
 
   // The decision, its `payments.charge.<to>.v1` event (with the person's name) and its audit row, in one
   // statement, only while the charge is in needs_review for `expected_reason`, and a `captured` only with
-  // no void of the charge on record (unless against the acquirer). Not applied: another decision (or
+  // no void on record that may have voided (unless against the acquirer): none sent, or the latest sent
+  // refused as a request (4xx). Not applied: another decision (or
   // actor) won, or a void stands in the way, and `charge` says what the charge is now.
   virtual boost::asio::awaitable<db::DbResult<ResolveResult>> Resolve(const Resolution& resolution) = 0;
 

@@ -79,8 +79,11 @@ constexpr db::Statement kLastResolution{
 // since the person read the count. The count is a column of the row: a void recorded by a racing decision
 // updates the row, so this statement, if it waited on that lock, re-checks the count on the row as
 // committed, where the NOT EXISTS below, read from this statement's own snapshot, would still find no void.
-// A `captured` also lands only with no void on record at all, as ChargeStore::Complete keeps a capture from
-// landing (the void may have reached the acquirer), unless the person decides against the acquirer.
+// A `captured` also lands only with no void on record that may have voided, as ChargeStore::Complete keeps a
+// capture from landing, unless the person decides against the acquirer. Every void of a charge carries
+// the charge's own key, so the latest one sent decides: answered 4xx (refused as a request: past the
+// acquirer's void window, say), it proves no void under that key took effect, since one that had would
+// have been replayed; unanswered, or still unfinished, it may have.
 // `IS TRUE` keeps the planner on the primary key rather than the partial index charges_needs_review (as
 // STILL_PENDING does for the pending one). The stored first response is dropped, as FlagForReview does: a
 // replay of the key answers what the state now calls for. Each state keeps only the fields its event
@@ -100,7 +103,10 @@ constexpr db::Statement kResolve{
        WHERE id = $1::uuid AND (status = 'needs_review') IS TRUE AND failure_reason IS NOT DISTINCT FROM $2
          AND ($11::integer IS NULL OR voids_recorded = $11::integer)
          AND ($3::charge_status <> 'captured' OR $9::boolean
-              OR NOT EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = $1::uuid AND v.operation = 'void'))
+              OR COALESCE((SELECT v.outcome IS NOT DISTINCT FROM 'contract_error' FROM acquirer_attempts v
+                            WHERE v.charge_id = $1::uuid AND v.operation = 'void'
+                              AND v.outcome IS DISTINCT FROM 'not_sent'
+                            ORDER BY v.attempt_no DESC LIMIT 1), true))
        RETURNING *
      ), event AS (
        INSERT INTO outbox (id, aggregateid, type, payload, sequence, shard, traceparent, created_at)
