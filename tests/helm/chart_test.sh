@@ -297,8 +297,17 @@ refused "at '/reconciler/window/last'" "a rolling window that is not a duration"
 refused "needs reconciler.pushgateway.url" "reconciler alerts with nothing pushed" "${required[@]}" --set monitoring.prometheusRule.enabled=true
 refused "reconcilerScheduleSeconds" "an interval the chart cannot derive" -f "$everything" --set 'reconciler.cronjob.schedule=5 4 * * *'
 
+# The audit trail's retention: charge-admin from the image, once a day, never under a year.
+prune=$(render "${required[@]}" --show-only templates/audit-prune-cronjob.yaml) || fail "rendering the audit prune CronJob: $prune"
+grep -qF 'args: ["charge-admin","audit","prune","--older-than","61320h"]' <<<"$prune" ||
+  fail "the audit prune CronJob does not run charge-admin audit prune --older-than 61320h"
+grep -qF 'concurrencyPolicy: Forbid' <<<"$prune" || fail "the audit prune CronJob may run twice at once"
+short=$(render "${required[@]}" --set auditPrune.olderThan=720h) && fail "auditPrune.olderThan=720h was accepted"
+grep -qF 'at least a year (8760h)' <<<"$short" || fail "auditPrune.olderThan=720h: the refusal does not say why: $short"
+
 # Everything but the migration disabled: nothing else rendered, and nothing else required.
-only_migrate=$(render --set outboxRelay.enabled=false --set chargeApi.enabled=false --set reconciler.enabled=false) ||
+only_migrate=$(render --set outboxRelay.enabled=false --set chargeApi.enabled=false --set reconciler.enabled=false \
+  --set auditPrune.enabled=false) ||
   fail "rendering the migration alone: $only_migrate"
 grep -qE 'outbox-relay|charge-api|reconciler' <<<"$only_migrate" && fail "disabled components were rendered"
 grep -qx 'kind: Job' <<<"$only_migrate" || fail "the migration alone: no Job"
