@@ -26,18 +26,12 @@ step() { printf '== %s (%ss)\n' "$*" "$((SECONDS - started))" >&2; }
 state=$(mktemp -d /tmp/charge-outbox-kube.XXXXXX)
 on_exit() {
   local status=$?
-  if ((status != 0)) && [[ -d $state/logs ]]; then
-    for log in "$state"/logs/*.log; do
-      printf -- '--- last lines of %s\n' "$(basename "$log")" >&2
-      tail -n 8 "$log" >&2
-    done
-  fi
+  ((status == 0)) || kube_print_logs "$state"
   kube_stop "$state" || true
   rm -rf "$state"
 }
 trap on_exit EXIT
-export KUBECONFIG=$state/admin.kubeconfig HELM_CACHE_HOME=$state/helm/cache HELM_CONFIG_HOME=$state/helm/config \
-  HELM_DATA_HOME=$state/helm/data
+kube_use "$state"
 kubectl() { "$KUBE_BIN_DIR/kubectl" "$@"; }
 
 # Job pods complete at once, except the reconciler's: its Job stays active, as a slow run would, so that

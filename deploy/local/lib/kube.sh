@@ -31,9 +31,19 @@ kube_fetch() {
   kube_fetch_crds "$dir/prometheus-operator-crds"
 }
 
+# The binaries one build makes: the control plane, kwok's fake node, and a real node's kubelet and
+# kube-proxy (kube_node.sh), which share most of their packages with the control plane.
+KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kubelet kube-proxy)
+
+kube_build_complete() {
+  local dir=$1 binary
+  [[ -f $dir/complete ]] || return 1
+  for binary in "${KUBE_BINARIES[@]}"; do [[ -x $dir/bin/$binary ]] || return 1; done
+}
+
 kube_build_control_plane() {
   local dir=$1
-  [[ -f $dir/complete ]] && return 0
+  kube_build_complete "$dir" && return 0
   local go
   go=$(kube_go)
   mkdir -p "$CHARGE_OUTBOX_CACHE"
@@ -41,8 +51,8 @@ kube_build_control_plane() {
   # killed build never leaves binaries that look usable.
   (
     flock 9
-    [[ -f $dir/complete ]] && exit 0
-    say "building the Kubernetes control plane $KUBE_VERSION from the Go module proxy (once: 6 minutes on an idle machine, 35 measured on a loaded one)"
+    kube_build_complete "$dir" && exit 0
+    say "building the Kubernetes control plane and node $KUBE_VERSION from the Go module proxy (once: 6 minutes on an idle machine, 35 measured on a loaded one)"
     local work
     work=$(mktemp -d "$CHARGE_OUTBOX_CACHE/kube-build.XXXXXX")
     # The Go caches (several GB) live and die with the build; the module cache is read-only unless told.
@@ -63,6 +73,7 @@ kube_build_control_plane() {
     (cd "$work/module" && "$go" build -trimpath -ldflags "$ldflags" -o "$work/out/bin/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
+      k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
       go.etcd.io/etcd/server/v3 sigs.k8s.io/kwok/cmd/kwok) >>"$work/build.log" 2>&1 ||
       { tail -n 20 "$work/build.log" >&2; die "kube_fetch: building the control plane failed"; }
     # etcd's main package is its module root, so go names the binary after the module's last element.
@@ -70,6 +81,11 @@ kube_build_control_plane() {
     local kwok_dir
     kwok_dir=$(cd "$work/module" && "$go" list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
     cp -r "$kwok_dir/kustomize/stage" "$work/out/kwok-stages"
+    # The node's sandbox ("pause") container: no registry is reachable, so it is built from its source.
+    local kubernetes_dir
+    kubernetes_dir=$(cd "$work/module" && "$go" list -m -f '{{.Dir}}' k8s.io/kubernetes)
+    mkdir -p "$work/out/pause"
+    cp "$kubernetes_dir/build/pause/linux/pause.c" "$work/out/pause/pause.c"
     chmod -R u+w "$work/out"
     touch "$work/out/complete"
     rm -rf "$dir"
@@ -108,6 +124,8 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "sigs.k8s.io/kwok/cmd/kwok"
 )
 EOF
@@ -202,8 +220,9 @@ kube_write_pki() {
 }
 
 # kube_start STATE_DIR [STAGE_FILE...]: the control plane and one fake node, every port a free loopback
-# one; kwok runs the given stages (kube_default_stages if none). Sets KUBE_KUBECONFIG (also written as
-# STATE_DIR/admin.kubeconfig). Logs in STATE_DIR/logs.
+# one; kwok runs the given stages (kube_default_stages if none). KUBE_FAKE_NODE=0: no fake node (a real
+# one joins with kube_node_start). Sets KUBE_KUBECONFIG (also written as STATE_DIR/admin.kubeconfig).
+# Logs in STATE_DIR/logs. The API server reaches kubelets (logs, exec) with the admin certificate.
 kube_start() {
   local state=$1; shift
   [[ -x ${KUBE_BIN_DIR:-}/kube-apiserver ]] || die "kube_start: no control plane binaries; call kube_fetch first"
@@ -237,7 +256,9 @@ kube_start() {
     --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/service-account.pub" \
-    --service-account-signing-key-file="$pki/service-account.key"
+    --service-account-signing-key-file="$pki/service-account.key" \
+    --kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key" \
+    --kubelet-preferred-address-types=InternalIP
   kube_wait_api "$state" 90
   start_daemon "$pids/kube-controller-manager.pid" "$logs/kube-controller-manager.log" \
     "$KUBE_BIN_DIR/kube-controller-manager" --kubeconfig="$state/controller-manager.kubeconfig" \
@@ -247,6 +268,10 @@ kube_start() {
   start_daemon "$pids/kube-scheduler.pid" "$logs/kube-scheduler.log" "$KUBE_BIN_DIR/kube-scheduler" \
     --kubeconfig="$state/scheduler.kubeconfig" --bind-address=127.0.0.1 --secure-port="$scheduler_port" \
     --leader-elect=false
+  if [[ ${KUBE_FAKE_NODE:-1} == 0 ]]; then
+    say "Kubernetes $KUBE_VERSION on $server after $((SECONDS - started))s, no node yet (logs: $logs)"
+    return 0
+  fi
   local stage_file
   for stage_file in "${stage_files[@]}"; do
     [[ -f $stage_file ]] || die "kube_start: no kwok stage file $stage_file"
@@ -273,6 +298,23 @@ NODE
 }
 
 kube_kubectl() { local state=$1; shift; "$KUBE_BIN_DIR/kubectl" --kubeconfig="$state/admin.kubeconfig" "$@"; }
+
+# kube_use STATE_DIR: kubectl and helm in this shell talk to the cluster of STATE_DIR and keep their own
+# state there.
+kube_use() {
+  export KUBECONFIG=$1/admin.kubeconfig HELM_CACHE_HOME=$1/helm/cache HELM_CONFIG_HOME=$1/helm/config \
+    HELM_DATA_HOME=$1/helm/data
+}
+
+# kube_print_logs STATE_DIR: the last lines of every process's log, for a test that failed.
+kube_print_logs() {
+  local log
+  [[ -d $1/logs ]] || return 0
+  for log in "$1"/logs/*.log; do
+    printf -- '--- last lines of %s\n' "$(basename "$log")" >&2
+    tail -n 8 "$log" >&2
+  done
+}
 
 # kube_wait_api STATE_DIR TIMEOUT_S: until the apiserver says it is ready (etcd reached, bootstrap RBAC
 # and priority levels written).

@@ -11,7 +11,9 @@ _pg_as_owner() {
 # pg_start STATE_DIR PORT [fast]
 # `fast` turns off fsync for throwaway test clusters: a process crash loses nothing without it, only
 # an OS crash would, and tests never survive one anyway. PG_EXTRA_SETTINGS (postgresql.conf lines) is
-# appended last: the benchmarks use it to run a tuned, still durable, server.
+# appended last: the benchmarks use it to run a tuned, still durable, server. PG_LISTEN_ADDRESSES (default
+# loopback) and PG_TRUST_CIDR (a network whose clients are trusted, as loopback's are) serve a server that
+# pods on a test cluster's node reach through the node's address.
 pg_start() {
   local state=$1 port=$2 mode=${3:-durable}
   local dir=$state/postgres data=$state/postgres/data
@@ -23,7 +25,7 @@ pg_start() {
       >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
   fi
   {
-    echo "listen_addresses = '127.0.0.1'"
+    echo "listen_addresses = '${PG_LISTEN_ADDRESSES:-127.0.0.1}'"
     echo "port = $port"
     echo "unix_socket_directories = '$dir'"
     echo "max_connections = 300"
@@ -37,6 +39,9 @@ pg_start() {
     fi
     if [[ -n ${PG_EXTRA_SETTINGS:-} ]]; then printf '%s\n' "$PG_EXTRA_SETTINGS"; fi
   } >"$data/postgresql.auto.conf"
+  if [[ -n ${PG_TRUST_CIDR:-} ]] && ! grep -qF "host all all $PG_TRUST_CIDR trust" "$data/pg_hba.conf"; then
+    echo "host all all $PG_TRUST_CIDR trust" >>"$data/pg_hba.conf"
+  fi
   _pg_as_owner "$PG_BIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
     { tail -n 20 "$dir/server.log" >&2; die "PostgreSQL did not start (log: $dir/server.log)"; }
   head -n 1 "$data/postmaster.pid" >"$data/postmaster.pid.ours"
