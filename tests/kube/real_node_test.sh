@@ -129,14 +129,12 @@ charge_admin_attached() {
 # The docs' form for a decision, whose answer must not be lost: the pod is kept until its log is read.
 # Prints the log; returns the command's exit status.
 charge_admin_kept() {
-  local pod=charge-admin-$RANDOM exit_code="" deadline=$((SECONDS + 120))
+  local pod=charge-admin-$RANDOM exit_code
   kubectl -n "$namespace" run "$pod" --restart=Never --image="$image" --overrides="$(admin_overrides "$@")" >/dev/null
-  until [[ -n $exit_code ]]; do
-    ((SECONDS < deadline)) || fail "pod $pod did not finish within 120 s: $(kubectl -n "$namespace" describe pod "$pod")"
-    sleep 0.5
-    exit_code=$(kubectl -n "$namespace" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
-  done
+  kubectl -n "$namespace" wait --for=jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}' \
+    "pod/$pod" --timeout=120s >/dev/null || fail "pod $pod did not finish: $(kubectl -n "$namespace" describe pod "$pod")"
   kubectl -n "$namespace" logs "$pod"
+  exit_code=$(kubectl -n "$namespace" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
   kubectl -n "$namespace" delete pod "$pod" --wait=false >/dev/null
   return "$exit_code"
 }
