@@ -107,14 +107,16 @@ void FakeChargeTable::AddEvent(Row& row) {
                               row.charge.last_sequence});
 }
 
-// ---- FakeChargeStore -------------------------------------------------------------------------------
+// ---- FakeAuthenticator ----------------------------------------------------------------------------
 
-asio::awaitable<DbResult<std::optional<charges::Merchant>>> FakeChargeStore::Authenticate(const std::string& api_key) {
+asio::awaitable<DbResult<std::optional<charges::Merchant>>> FakeAuthenticator::Authenticate(const std::string& api_key) {
   if (auto e = t_.Enter("Authenticate")) co_return *e;
   const auto it = t_.merchants_by_key_hash_.find(util::Sha256Hex(api_key));
   if (it == t_.merchants_by_key_hash_.end()) co_return std::optional<charges::Merchant>{};
   co_return std::optional(charges::Merchant{it->second});
 }
+
+// ---- FakeChargeStore -------------------------------------------------------------------------------
 
 asio::awaitable<DbResult<charges::BeginResult>> FakeChargeStore::Begin(const charges::NewCharge& n,
                                                                        const charges::Lease& lease,

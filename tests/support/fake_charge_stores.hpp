@@ -18,6 +18,7 @@
 
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/charges/reconciliation_store.hpp"
+#include "charge_outbox/merchants/merchant_store.hpp"
 
 namespace charge_outbox::testing {
 
@@ -103,13 +104,24 @@ class FakeChargeTable {
   std::map<std::string, int> lost_answers_;
   int next_id_ = 1;
   friend class FakeChargeStore;
+  friend class FakeAuthenticator;
+};
+
+// charge-api's key lookups, against the table's merchants_by_key_hash_ (call name "Authenticate").
+class FakeAuthenticator final : public merchants::Authenticator {
+ public:
+  explicit FakeAuthenticator(FakeChargeTable& table) : t_(table) {}
+
+  boost::asio::awaitable<db::DbResult<std::optional<charges::Merchant>>> Authenticate(const std::string& api_key) override;
+
+ private:
+  FakeChargeTable& t_;
 };
 
 class FakeChargeStore final : public charges::ChargeStore {
  public:
   explicit FakeChargeStore(FakeChargeTable& table) : t_(table) {}
 
-  boost::asio::awaitable<db::DbResult<std::optional<charges::Merchant>>> Authenticate(const std::string& api_key) override;
   boost::asio::awaitable<db::DbResult<charges::BeginResult>> Begin(const charges::NewCharge& charge,
                                                                    const charges::Lease& lease,
                                                                    const charges::FirstAttempt& first_attempt) override;

@@ -1,6 +1,8 @@
 #include "command_line.hpp"
 
 #include <cctype>
+#include <string_view>
+#include <utility>
 
 #include "charge_outbox/config/config.hpp"
 #include "charge_outbox/util/operator_text.hpp"
@@ -37,6 +39,87 @@ std::string Text(const std::string& flag, const std::string& value, std::size_t 
   return value;
 }
 
+// Walks the words after the command: `take(flag, value)` handles each, `value()` reading the flag's value.
+template <class Take>
+void ForEachArgument(const std::vector<std::string>& args, Take take) {
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    const auto& arg = args[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) Usage(arg + " needs a value");
+      return args[++i];
+    };
+    take(arg, value);
+  }
+}
+
+// The flags that mean the same in every command. Whether `arg` was one.
+template <class Value>
+bool SharedFlag(const std::string& arg, const Value& value, CommandLine& cl) {
+  if (arg == "--json") {
+    cl.json = true;
+  } else if (arg == "--merchant") {
+    cl.merchant_id = value();
+    if (!IsUuid(*cl.merchant_id)) Usage("--merchant needs a merchant's uuid (merchant list shows them)");
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A key's overlap after a rotation is at most this long: a key that should live longer was not rotated.
+constexpr std::chrono::hours kMaxOverlap{24 * 30};
+constexpr std::chrono::hours kDefaultOverlap{24};
+
+CommandLine ParseMerchantCommand(CommandLine cl, const std::vector<std::string>& args) {
+  using Command = CommandLine::Command;
+  std::optional<std::string> overlap;
+  bool by_seen = false, reason_seen = false, name_seen = false, prefix_seen = false;
+  ForEachArgument(args, [&](const std::string& arg, const auto& value) {
+    if (SharedFlag(arg, value, cl)) return;
+    if (arg == "--name") {
+      cl.name = Text("--name", value(), 200);
+      name_seen = true;
+    } else if (arg == "--prefix") {
+      cl.prefix = value();
+      if (cl.prefix.empty() || cl.prefix.size() > 64) Usage("--prefix needs a key's prefix, as key list shows it");
+      prefix_seen = true;
+    } else if (arg == "--overlap") {
+      overlap = value();
+    } else if (arg == "--reason") {
+      cl.reason = Text("--reason", value(), kMaxReason);
+      reason_seen = true;
+    } else if (arg == "--by") {
+      cl.by = Text("--by", value(), kMaxName);
+      by_seen = true;
+    } else {
+      Usage("unexpected argument '" + arg.substr(0, 80) + "'");
+    }
+  });
+  const bool lists = cl.command == Command::kMerchantList || cl.command == Command::kKeyList;
+  const bool about_merchant = cl.command != Command::kMerchantAdd && cl.command != Command::kMerchantList;
+  const bool about_key = cl.command == Command::kKeyRotate || cl.command == Command::kKeyRevoke;
+  if (about_merchant && !cl.merchant_id) Usage("this command needs --merchant UUID (merchant list shows them)");
+  if (!about_merchant && cl.merchant_id) Usage("--merchant does not belong to this command");
+  if (about_key && !prefix_seen) Usage("this command needs --prefix PREFIX: the key, as key list shows it");
+  if (!about_key && prefix_seen) Usage("--prefix belongs to key rotate and key revoke");
+  if ((cl.command == Command::kMerchantAdd) != name_seen) {
+    Usage(name_seen ? "--name belongs to merchant add" : "merchant add needs --name NAME");
+  }
+  if (overlap && cl.command != Command::kKeyRotate) Usage("--overlap belongs to key rotate");
+  if (lists && (by_seen || reason_seen)) Usage("a list changes nothing: no --by or --reason");
+  if (!lists && !by_seen) Usage("this command needs --by NAME: who made the change is on record");
+  if (!lists && !reason_seen) Usage("this command needs --reason TEXT: why is on record");
+  if (cl.command == Command::kKeyRevoke && cl.json) Usage("key revoke has no --json");
+  if (cl.command == Command::kKeyRotate) {
+    const auto parsed = overlap ? config::ParseDuration(*overlap) : std::optional(std::chrono::milliseconds{kDefaultOverlap});
+    if (!parsed || *parsed > kMaxOverlap) {
+      Usage("--overlap '" + overlap->substr(0, 40) + "' must be a duration of at most 720h (0s: the old key stops now)");
+    }
+    cl.overlap = *parsed;
+  }
+  return cl;
+}
+
 }  // namespace
 
 CommandLine ParseCommandLine(const std::vector<std::string>& args) {
@@ -44,6 +127,17 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
   CommandLine cl;
   const auto& noun = args[0];
   const auto& verb = args[1];
+  using Command = CommandLine::Command;
+  static const std::pair<std::pair<std::string_view, std::string_view>, Command> kMerchantCommands[] = {
+      {{"merchant", "add"}, Command::kMerchantAdd}, {{"merchant", "list"}, Command::kMerchantList},
+      {{"key", "issue"}, Command::kKeyIssue},       {{"key", "list"}, Command::kKeyList},
+      {{"key", "rotate"}, Command::kKeyRotate},     {{"key", "revoke"}, Command::kKeyRevoke}};
+  for (const auto& [words, command] : kMerchantCommands) {
+    if (noun == words.first && verb == words.second) {
+      cl.command = command;
+      return ParseMerchantCommand(std::move(cl), args);
+    }
+  }
   if (noun == "review" && verb == "list") {
     cl.command = CommandLine::Command::kReviewList;
   } else if (noun == "review" && verb == "show") {
@@ -59,18 +153,9 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
   }
   std::optional<std::string> to, older_than, limit;
   bool by_seen = false, reason_seen = false;
-  for (std::size_t i = 2; i < args.size(); ++i) {
-    const auto& arg = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) Usage(arg + " needs a value");
-      return args[++i];
-    };
-    if (arg == "--json") {
-      cl.json = true;
-    } else if (arg == "--merchant") {
-      cl.merchant_id = value();
-      if (!IsUuid(*cl.merchant_id)) Usage("--merchant needs a merchant's uuid");
-    } else if (arg == "--key") {
+  ForEachArgument(args, [&](const std::string& arg, const auto& value) {
+    if (SharedFlag(arg, value, cl)) return;
+    if (arg == "--key") {
       cl.key = value();
       if (cl.key->empty() || cl.key->size() > kMaxKey) Usage("--key needs an idempotency key (1 to 255 bytes)");
     } else if (arg == "--order") {
@@ -98,9 +183,8 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
     } else {
       Usage("unexpected argument '" + arg.substr(0, 80) + "'");
     }
-  }
+  });
 
-  using Command = CommandLine::Command;
   if (cl.command == Command::kAuditPrune) {
     if (cl.charge_id || cl.merchant_id || cl.key || cl.order_id || limit || to || by_seen || reason_seen ||
         cl.against_acquirer || cl.json) {

@@ -18,10 +18,19 @@ inline constexpr const char* kUsage =
     "                 [--against-acquirer REASON]\n"
     "  charge find CHARGE_ID | --merchant UUID (--key IDEMPOTENCY_KEY | --order ORDER_ID)  [--json]\n"
     "  audit prune --older-than 61320h  (the audit trail's retention: seven years; at least 8760h)\n"
+    "  merchant add --name NAME --reason TEXT --by NAME  [--json]\n"
+    "  merchant list  [--json]\n"
+    "  key issue --merchant UUID --reason TEXT --by NAME  [--json]   (the key is shown once)\n"
+    "  key list --merchant UUID  [--json]\n"
+    "  key rotate --merchant UUID --prefix PREFIX [--overlap 24h] --reason TEXT --by NAME  [--json]\n"
+    "  key revoke --merchant UUID --prefix PREFIX --reason TEXT --by NAME\n"
     "exit status: 0 done (or already so), 1 refused or failed (nothing changed), 2 bad arguments\n";
 
 struct CommandLine {
-  enum class Command { kReviewList, kReviewShow, kReviewResolve, kChargeFind, kAuditPrune };
+  enum class Command {
+    kReviewList, kReviewShow, kReviewResolve, kChargeFind, kAuditPrune,
+    kMerchantAdd, kMerchantList, kKeyIssue, kKeyList, kKeyRotate, kKeyRevoke
+  };
   Command command = Command::kReviewList;
   bool json = false;
   // What the command is about: a charge id (ch_... or its uuid), or a merchant's key or order.
@@ -38,7 +47,12 @@ struct CommandLine {
   std::string reason;
   std::string by;
   std::optional<std::string> against_acquirer;  // the reason for overriding the acquirer
+  // merchant and key commands (by and reason above are theirs too)
+  std::string name;                     // merchant add
+  std::string prefix;                   // key rotate, key revoke: the key's prefix, as key list shows it
+  std::chrono::milliseconds overlap{};  // key rotate: how long the old key keeps working
 };
+
 
 // Throws config::ConfigError (key "argv") naming what is wrong, with the usage.
 CommandLine ParseCommandLine(const std::vector<std::string>& args);

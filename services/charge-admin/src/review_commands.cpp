@@ -5,6 +5,7 @@
 
 #include "charge_outbox/charges/attempt_recorder.hpp"
 #include "charge_outbox/db/retry.hpp"
+#include "merchant_commands.hpp"
 #include "resolution.hpp"
 #include "timeline.hpp"
 
@@ -283,12 +284,19 @@ asio::awaitable<int> Prune(Tools& t, const CommandLine& cl) {
 }  // namespace
 
 asio::awaitable<int> RunCommand(Tools tools, const CommandLine& command) {
+  const MerchantTools merchant_tools{tools.merchants, DrawApiKey, tools.out, tools.err};
   switch (command.command) {
     case CommandLine::Command::kReviewList: co_return co_await List(tools, command);
     case CommandLine::Command::kReviewShow: co_return co_await Show(tools, command);
     case CommandLine::Command::kReviewResolve: co_return co_await Resolve(tools, command);
     case CommandLine::Command::kChargeFind: co_return co_await Find(tools, command);
     case CommandLine::Command::kAuditPrune: co_return co_await Prune(tools, command);
+    case CommandLine::Command::kMerchantAdd: co_return co_await AddMerchant(merchant_tools, command);
+    case CommandLine::Command::kMerchantList: co_return co_await ListMerchants(merchant_tools, command);
+    case CommandLine::Command::kKeyIssue:
+    case CommandLine::Command::kKeyRotate: co_return co_await NewKey(merchant_tools, command);
+    case CommandLine::Command::kKeyList: co_return co_await ListKeys(merchant_tools, command);
+    case CommandLine::Command::kKeyRevoke: co_return co_await RevokeKey(merchant_tools, command);
   }
   co_return kNotDone;
 }

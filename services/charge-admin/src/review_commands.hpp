@@ -11,6 +11,7 @@
 #include "charge_outbox/acquirer/retry_policy.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/charges/review_store.hpp"
+#include "charge_outbox/merchants/merchant_store.hpp"
 #include "charge_outbox/util/clock.hpp"
 #include "command_line.hpp"
 
@@ -19,6 +20,7 @@ namespace charge_outbox::charge_admin {
 struct Tools {
   charges::ChargeStore& charges;
   charges::ReviewStore& review;
+  merchants::MerchantStore& merchants;
   acquirer::AcquirerClient& acquirer;
   const acquirer::RetryPolicy& policy;
   util::Clock& clock;

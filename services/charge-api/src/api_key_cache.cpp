@@ -31,7 +31,7 @@ struct ApiKeyCache::Flight {
   std::vector<std::function<void()>> wakers;
 };
 
-ApiKeyCache::ApiKeyCache(charges::ChargeStore& store, ChargeApiProbe& probe, ApiKeyCacheOptions options, Clock clock)
+ApiKeyCache::ApiKeyCache(merchants::Authenticator& store, ChargeApiProbe& probe, ApiKeyCacheOptions options, Clock clock)
     : store_(store),
       probe_(probe),
       options_(options),

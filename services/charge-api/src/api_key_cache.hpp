@@ -19,6 +19,7 @@
 
 #include "charge_api_probe.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/merchants/merchant_store.hpp"
 #include "lru_map.hpp"
 #include "token_bucket.hpp"
 
@@ -33,9 +34,9 @@ struct ApiKeyCacheOptions {
 // Thread-safe. Holds SHA-256 hashes of keys, never the keys.
 class ApiKeyCache {
  public:
-  // The store is used for Authenticate alone: charge-api gives it a connection pool of its own, so that
-  // lookups never wait for (or hold) the payments pool.
-  ApiKeyCache(charges::ChargeStore& store, ChargeApiProbe& probe, ApiKeyCacheOptions options,
+  // charge-api gives the authenticator a connection pool of its own, so that lookups never wait for (or
+  // hold) the payments pool.
+  ApiKeyCache(merchants::Authenticator& store, ChargeApiProbe& probe, ApiKeyCacheOptions options,
               Clock clock = SteadyNow);
   ~ApiKeyCache();
 
@@ -65,7 +66,7 @@ class ApiKeyCache {
   };
   void Remember(const std::string& hash, const Answer& answer);
 
-  charges::ChargeStore& store_;
+  merchants::Authenticator& store_;
   ChargeApiProbe& probe_;
   const ApiKeyCacheOptions options_;
   const Clock clock_;

@@ -20,6 +20,7 @@
 #include "charge_outbox/db/database.hpp"
 #include "charge_outbox/db/migrations.hpp"
 #include "charge_outbox/log/log.hpp"
+#include "charge_outbox/merchants/merchant_store.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
 #include "charge_outbox/util/host.hpp"
 #include "charge_service.hpp"
@@ -146,7 +147,7 @@ struct ChargeApiApp::Parts {
                  .max_acquirer_runs = config.acquirer.max_connections + config.acquirer.max_queued}),
         auth_database(config.database_url,
                       config.database.OtherPool("charge-api-auth", config.auth_pool_size, config.auth_max_queued)),
-        auth_store(charges::MakePgChargeStore(auth_database)),
+        auth_store(merchants::MakePgMerchantStore(auth_database)),
         keys(*auth_store, probe,
              {.ttl = config.auth_cache_ttl,
               .valid_entries = config.auth_cache_size,
@@ -196,7 +197,7 @@ struct ChargeApiApp::Parts {
   // API keys are looked up on connections of their own: a flood of unknown keys never waits for, or
   // holds, a connection that payments need.
   db::Database auth_database;
-  std::unique_ptr<charges::ChargeStore> auth_store;
+  std::unique_ptr<merchants::MerchantStore> auth_store;
   ApiKeyCache keys;
   KeyedLimiter failed_auth;
   KeyedLimiter merchant_rate;

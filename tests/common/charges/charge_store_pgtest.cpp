@@ -411,22 +411,12 @@ TEST_F(ChargeStoreTest, ReleaseLetsTheNextRequestTakeOverAtOnce) {
             "unknown-");
 }
 
-TEST_F(ChargeStoreTest, FindIsScopedPerMerchantAndAuthenticateUsesTheHash) {
+TEST_F(ChargeStoreTest, FindIsScopedPerMerchant) {
   const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
   EXPECT_TRUE(Await(store_->FindById(kMerchantA, begun.charge.id)).value().has_value());
   EXPECT_FALSE(Await(store_->FindById(kMerchantB, begun.charge.id)).value().has_value());
   EXPECT_TRUE(Await(store_->FindByKey(kMerchantA, "k")).value().has_value());
   EXPECT_FALSE(Await(store_->FindByKey(kMerchantB, "k")).value().has_value());
-
-  db_->Execute(std::string("INSERT INTO api_keys (key_hash, merchant_id, key_prefix) VALUES "
-                           "(sha256(convert_to('sk_test_abc', 'UTF8')), '") + kMerchantA + "', 'sk_test_abc')");
-  const auto found = Await(store_->Authenticate("sk_test_abc"));
-  ASSERT_TRUE(found.has_value());
-  ASSERT_TRUE(found->has_value());
-  EXPECT_EQ((*found)->id, kMerchantA);
-  EXPECT_FALSE(Await(store_->Authenticate("sk_test_abd")).value().has_value());
-  db_->Execute("UPDATE api_keys SET revoked_at = now()");
-  EXPECT_FALSE(Await(store_->Authenticate("sk_test_abc")).value().has_value());
 }
 
 TEST_F(ChargeStoreTest, PendingOverdueCountsOnlyOldPendingCharges) {

@@ -103,6 +103,44 @@ TEST(ChargeAdminCommandLine, TheAuditTrailIsPrunedOnlyOfRowsAYearOldOrMore) {
   EXPECT_THAT(Refusal({"audit", "prune", "--older-than", "61320h", kCharge}), HasSubstr("--older-than only"));
 }
 
+TEST(ChargeAdminCommandLine, MerchantsAndKeysAreChangedOnlyWithWhoAndWhy) {
+  const auto add = ParseCommandLine({"merchant", "add", "--name", "Loja Um", "--reason", "ONB-1", "--by", "alice"});
+  EXPECT_EQ(add.command, CommandLine::Command::kMerchantAdd);
+  EXPECT_EQ(add.name, "Loja Um");
+  EXPECT_EQ(add.by, "alice");
+  EXPECT_THAT(Refusal({"merchant", "add", "--name", "Loja", "--reason", "r"}), HasSubstr("--by"));
+  EXPECT_THAT(Refusal({"merchant", "add", "--reason", "r", "--by", "a"}), HasSubstr("needs --name"));
+  EXPECT_EQ(ParseCommandLine({"merchant", "list", "--json"}).command, CommandLine::Command::kMerchantList);
+  EXPECT_THAT(Refusal({"merchant", "list", "--by", "a"}), HasSubstr("a list changes nothing"));
+
+  const auto issue = ParseCommandLine({"key", "issue", "--merchant", kMerchant, "--reason", "r", "--by", "a"});
+  EXPECT_EQ(issue.command, CommandLine::Command::kKeyIssue);
+  EXPECT_EQ(issue.merchant_id, kMerchant);
+  EXPECT_THAT(Refusal({"key", "issue", "--reason", "r", "--by", "a"}), HasSubstr("needs --merchant"));
+  EXPECT_THAT(Refusal({"key", "issue", "--merchant", "loja", "--reason", "r", "--by", "a"}), HasSubstr("uuid"));
+  EXPECT_THAT(Refusal({"key", "issue", "--merchant", kMerchant, "--prefix", "sk_x", "--reason", "r", "--by", "a"}),
+              HasSubstr("--prefix belongs"));
+
+  const auto rotate = ParseCommandLine(
+      {"key", "rotate", "--merchant", kMerchant, "--prefix", "sk_AAAAAAAAAAAAA", "--reason", "r", "--by", "a"});
+  EXPECT_EQ(rotate.overlap, std::chrono::hours{24}) << "the default overlap";
+  EXPECT_EQ(ParseCommandLine({"key", "rotate", "--merchant", kMerchant, "--prefix", "p", "--overlap", "0s",
+                              "--reason", "r", "--by", "a"})
+                .overlap,
+            std::chrono::milliseconds{0});
+  EXPECT_THAT(Refusal({"key", "rotate", "--merchant", kMerchant, "--prefix", "p", "--overlap", "721h", "--reason",
+                       "r", "--by", "a"}),
+              HasSubstr("at most 720h"));
+  EXPECT_THAT(Refusal({"key", "rotate", "--merchant", kMerchant, "--reason", "r", "--by", "a"}),
+              HasSubstr("needs --prefix"));
+  EXPECT_THAT(Refusal({"key", "revoke", "--merchant", kMerchant, "--prefix", "p", "--by", "a"}),
+              HasSubstr("--reason"));
+  EXPECT_THAT(Refusal({"key", "revoke", "--merchant", kMerchant, "--prefix", "p", "--overlap", "1h", "--reason", "r",
+                       "--by", "a"}),
+              HasSubstr("--overlap belongs to key rotate"));
+  EXPECT_THAT(Refusal({"key", "destroy", "--merchant", kMerchant}), HasSubstr("unknown command"));
+}
+
 TEST(ChargeAdminCommandLine, UnknownCommandsAndArgumentsAreRefused) {
   EXPECT_THAT(Refusal({}), HasSubstr("a command is needed"));
   EXPECT_THAT(Refusal({"review", "delete", kCharge}), HasSubstr("unknown command"));

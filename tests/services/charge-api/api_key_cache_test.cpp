@@ -26,7 +26,7 @@ class ApiKeyCacheTest : public ::testing::Test {
 
   TimePoint now_{};
   testing::FakeChargeTable table_{[] { return charges::Timestamp{}; }};
-  testing::FakeChargeStore store_{table_};
+  testing::FakeAuthenticator store_{table_};
   std::shared_ptr<metrics::Registry> registry_ = metrics::NewRegistry();
   ChargeApiProbe probe_{*registry_};
 };

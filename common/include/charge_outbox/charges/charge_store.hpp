@@ -180,8 +180,6 @@ class ChargeStore {
  public:
   virtual ~ChargeStore() = default;
 
-  virtual boost::asio::awaitable<db::DbResult<std::optional<Merchant>>> Authenticate(const std::string& api_key) = 0;
-
   // Inserts the charge `pending` with its `initiated` event and attempt 1, or reports what exists.
   // kInDoubt: the connection died during the insert; call again with the same lease owner to learn
   // whether it committed (kCreated either way if it is ours).

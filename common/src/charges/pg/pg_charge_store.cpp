@@ -20,10 +20,6 @@ using sql::Nullable;
 using sql::ReadCharge;
 using sql::ToParams;
 
-constexpr db::Statement kAuthenticate{
-    "charge_authenticate",
-    "SELECT merchant_id::text FROM api_keys WHERE key_hash = decode($1, 'hex') AND revoked_at IS NULL"};
-
 constexpr db::Statement kBegin{
     "charge_begin",
     R"sql(
@@ -211,7 +207,7 @@ constexpr db::Statement kCountPending{
       AND created_at < now() - $1::bigint * interval '1 millisecond')sql"};
 
 constexpr db::Statement kStatements[] = {
-    kAuthenticate, kBegin, kReadByKey, kReadById, kTakeOver, kStartAttempt, kRefusalFacts,
+    kBegin, kReadByKey, kReadById, kTakeOver, kStartAttempt, kRefusalFacts,
     kFinishAttempt, kComplete, kReadByUuid, kFlagForReview, kRenewLease, kAttemptHistory, kRelease, kAbandonIntent,
     kCountPending
 };
@@ -226,16 +222,6 @@ asio::awaitable<DbResult<T>> RunJob(db::PgPool& pool, Job job) {
 class PgChargeStore final : public ChargeStore {
  public:
   explicit PgChargeStore(db::Database& database) : pool_(database.pool()) {}
-
-  asio::awaitable<DbResult<std::optional<Merchant>>> Authenticate(const std::string& api_key) override {
-    const auto hash = HashApiKey(api_key);
-    const auto hex = util::ToHex(hash.data(), hash.size());
-    co_return co_await RunJob<std::optional<Merchant>>(
-        pool_, [&](PgConnection& conn) -> asio::awaitable<std::optional<Merchant>> {
-          const auto r = co_await conn.Execute(kAuthenticate, hex);
-          co_return r.empty() ? std::nullopt : std::optional<Merchant>(Merchant{r[0][0].as<std::string>()});
-        });
-  }
 
   asio::awaitable<DbResult<BeginResult>> Begin(const NewCharge& n, const Lease& lease,
                                               const FirstAttempt& first) override {
