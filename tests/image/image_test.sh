@@ -138,6 +138,15 @@ start_in_image() {
   start_daemon "$work/$name.pid" "$logs/$name.log" "${container[@]}" "$env_file" "$uid:$uid" "$rootfs" "$@"
 }
 
+# --help: every binary of the image says how to run it, with nothing configured, and exits 0.
+step "--help of every binary"
+: >"$work/empty.env"
+for d in "${daemons[@]}"; do
+  help=$(in_image "$work/empty.env" "$d" --help 2>&1) || fail "$d --help exited non-zero: $help"
+  grep -q "^usage: $d" <<<"$help" || fail "$d --help does not start with its usage: $help"
+  grep -q "docs/configuration.md" <<<"$help" || fail "$d --help does not point at docs/configuration.md: $help"
+done
+
 acquirer_port=$(free_port)
 api_port=$(free_port)
 api_admin_port=$(free_port)

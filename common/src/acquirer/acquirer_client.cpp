@@ -69,4 +69,20 @@ asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow wind
   }
 }
 
+asio::awaitable<CredentialCheck> CheckCredentials(AcquirerClient& client) {
+  CredentialCheck check;
+  const auto request_id = NewRequestId();
+  // Named: GCC 12 destroys a non-trivial temporary of a co_await expression twice.
+  LookupRequest probe{"credential-check-" + request_id, std::nullopt};
+  auto looked = client.LookupByKey(std::move(probe), request_id);
+  check.outcome = co_await std::move(looked);
+  const auto status = check.outcome.http_status.value_or(0);
+  if (check.outcome.kind == OutcomeKind::kNotFound || check.outcome.kind == OutcomeKind::kCaptured) {
+    check.verdict = Credentials::kAccepted;
+  } else if (status == 401 || status == 403) {
+    check.verdict = Credentials::kRefused;
+  }
+  co_return check;
+}
+
 }  // namespace charge_outbox::acquirer

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "charge_outbox/db/migrations.hpp"
@@ -44,8 +45,35 @@ int CouldNotStart(const Profile& profile, std::string_view hint, const std::exce
   return 1;
 }
 
-int Main(const std::vector<std::string>& args, Daemon& daemon, std::ostream& err) {
+std::string Help(const Profile& profile) {
+  std::string text(profile.usage);
+  if (text.empty() || text.back() != '\n') text += '\n';
+  text += "\nSettings come from the YAML file given by --config (none: defaults), each overridden by its\n"
+          "environment variable (the key upper-cased, dots as underscores). Required:\n";
+  std::string_view rest = profile.required;
+  bool any = false;
+  while (!rest.empty()) {
+    const auto end = rest.find(' ');
+    const auto key = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+    if (key.empty()) continue;
+    const std::string padded = std::string(key) + std::string(key.size() < 28 ? 28 - key.size() : 1, ' ');
+    text += "  " + padded + config::ConfigReader::EnvName(key) + "\n";
+    any = true;
+  }
+  if (!any) text += "  (none)\n";
+  text += "Every key, its default and its bounds: docs/configuration.md. A wrong key exits with status 2,\n"
+          "naming it; --help exits 0.\n";
+  return text;
+}
+
+int Main(const std::vector<std::string>& args, Daemon& daemon, std::ostream& err, std::ostream& out) {
   const auto& profile = daemon.profile();
+  const bool help = std::find(args.begin(), args.end(), "--help") != args.end() || (!args.empty() && args[0] == "-h");
+  if (help) {
+    out << Help(profile);
+    return out ? 0 : 1;
+  }
   const auto signals = profile.signals ? ShutdownSignals() : ShutdownSignals::Unblocked();  // before any thread
   Settings settings;
   try {
@@ -71,6 +99,8 @@ int Main(const std::vector<std::string>& args, Daemon& daemon, std::ostream& err
   return status;
 }
 
-int Main(int argc, char** argv, Daemon& daemon) { return Main({argv + 1, argv + argc}, daemon, std::cerr); }
+int Main(int argc, char** argv, Daemon& daemon) {
+  return Main({argv + 1, argv + argc}, daemon, std::cerr, std::cout);
+}
 
 }  // namespace charge_outbox::app

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <unistd.h>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -101,6 +102,35 @@ EnvLookup ProcessEnvironment() {
     return std::nullopt;
   };
 }
+
+std::vector<std::string> ProcessEnvironmentNames() {
+  std::vector<std::string> names;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    names.emplace_back(text.substr(0, text.find('=')));
+  }
+  return names;
+}
+
+namespace {
+
+// Edits (insert, delete, replace) from one name to another: how near a typo is to a key.
+std::size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
 
 struct ConfigReader::State {
   YAML::Node root;
@@ -300,6 +330,32 @@ void ConfigReader::Renamed(std::string_view old_key, std::string_view new_key) {
   throw ConfigError(std::string(old_key), "was renamed: set " + std::string(new_key) + " (environment " +
                                               EnvName(new_key) + ") instead" +
                                               (in_env ? " (found in the environment as " + EnvName(old_key) + ")" : ""));
+}
+
+void ConfigReader::RejectUnknownEnvironment(const std::vector<std::string>& sections,
+                                            const std::vector<std::string>& env_names) const {
+  std::set<std::string> known;
+  for (const auto& key : state_->asked) known.insert(EnvName(key));
+  for (const auto& name : env_names) {
+    for (const auto& section : sections) {
+      const auto prefix = EnvName(section) + "_";
+      if (name.rfind(prefix, 0) != 0 || known.contains(name)) continue;
+      std::string nearest;
+      std::size_t best = std::string::npos;
+      for (const auto& key : state_->asked) {
+        const auto env = EnvName(key);
+        if (env.rfind(prefix, 0) != 0) continue;
+        if (const auto d = EditDistance(name, env); d < best) {
+          best = d;
+          nearest = key;
+        }
+      }
+      throw ConfigError(name, "an environment variable that sets no key" +
+                                  (nearest.empty() ? std::string()
+                                                   : "; did you mean " + EnvName(nearest) + " (" + nearest + ")?") +
+                                  " A typo must not be ignored: see docs/configuration.md");
+    }
+  }
 }
 
 void ConfigReader::RejectUnknownKeys() const {

@@ -17,7 +17,12 @@ _pg_as_owner() {
 pg_start() {
   local state=$1 port=$2 mode=${3:-durable}
   local dir=$state/postgres data=$state/postgres/data
-  if pid_alive "$data/postmaster.pid.ours"; then return 0; fi
+  if pg_running "$state" "$port"; then return 0; fi
+  # A pid file whose pid is no longer a postgres (it died, and the pid went to another process) would make
+  # the server refuse to start: "lock file already exists".
+  if [[ -f $data/postmaster.pid ]] && [[ $(cat "/proc/$(head -n 1 "$data/postmaster.pid")/comm" 2>/dev/null) != postgres ]]; then
+    rm -f "$data/postmaster.pid"
+  fi
   mkdir -p "$dir"
   [[ $(id -u) -eq 0 ]] && chown postgres:postgres "$dir"
   if [[ ! -f $data/PG_VERSION ]]; then
@@ -55,7 +60,11 @@ pg_stop() {
   rm -f "$data/postmaster.pid.ours"
 }
 
-pg_running() { pid_alive "$1/postgres/data/postmaster.pid.ours"; }
+# pg_running STATE_DIR PORT: our server answers on its port. Its pid file alone is not enough: the pid
+# may have gone to another process since the server died.
+pg_running() {
+  pid_alive "$1/postgres/data/postmaster.pid.ours" && "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$2" -t 2
+}
 
 pg_url() { echo "postgresql://postgres@127.0.0.1:$1/${2:-postgres}"; }
 

@@ -7,7 +7,9 @@ namespace {
 
 class AcquirerSimDaemon final : public app::Daemon {
  public:
-  AcquirerSimDaemon() : app::Daemon({.name = "acquirer-sim", .usage = "usage: acquirer-sim [--config PATH]"}) {}
+  AcquirerSimDaemon() : app::Daemon({.name = "acquirer-sim",
+                                         .usage = "usage: acquirer-sim [--config PATH]",
+                                         .required = "auth.api_keys data.dir"}) {}
 
   app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     // The start-up path took --config out already; acquirer-sim takes nothing else.

@@ -56,6 +56,7 @@ SimConfig LoadConfig(config::ConfigReader& reader) {
   c.shutdown_deadline = reader.Duration("shutdown.deadline", std::chrono::seconds{10}, milliseconds{100});
   c.log_level = reader.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
   reader.RejectUnknownKeys();
+  reader.RejectUnknownEnvironment({"faults"});
   return c;
 }
 

@@ -28,7 +28,10 @@ class AdminDaemon final : public app::Daemon {
  public:
   // A person's command: Ctrl-C ends it like any command's (nothing it writes is half done: each change
   // is one statement).
-  AdminDaemon() : app::Daemon({.name = "charge-admin", .usage = kUsage, .signals = false}) {}
+  AdminDaemon() : app::Daemon({.name = "charge-admin",
+                                  .usage = kUsage,
+                                  .signals = false,
+                                  .required = "database.url acquirer.url acquirer.api_key"}) {}
 
   app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     command_ = ParseCommandLine(args);

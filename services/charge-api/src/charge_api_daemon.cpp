@@ -1,5 +1,7 @@
 #include "charge_api_daemon.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "charge_api_app.hpp"
 
 namespace charge_outbox::charge_api {
@@ -8,7 +10,10 @@ namespace {
 class ChargeApiDaemon final : public app::Daemon {
  public:
   ChargeApiDaemon()
-      : app::Daemon({.name = "charge-api", .usage = "usage: charge-api [--config PATH]", .failpoints = true}) {}
+      : app::Daemon({.name = "charge-api",
+                    .usage = "usage: charge-api [--config PATH]",
+                    .failpoints = true,
+                    .required = "database.url acquirer.url acquirer.api_key"}) {}
 
   app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     if (!args.empty()) throw config::ConfigError("argv", std::string(profile().usage));
@@ -18,7 +23,12 @@ class ChargeApiDaemon final : public app::Daemon {
 
   int Run(const app::ShutdownSignals& signals) override {
     ChargeApiApp api(config_);
-    api.Start();
+    try {
+      api.Start();
+    } catch (const std::exception& e) {
+      spdlog::error("charge-api could not start: {}", e.what());
+      return 1;
+    }
     return app::RunUntilSignal(signals, config_.shutdown_deadline,
                                [&](std::chrono::milliseconds drain) { api.Stop(drain); });
   }

@@ -15,6 +15,7 @@ MigrateConfig LoadConfig(config::ConfigReader& reader) {
   c.lock_timeout = reader.Duration("migrate.lock_timeout", std::chrono::seconds{30}, std::chrono::milliseconds{1});
   c.log_level = reader.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
   reader.RejectUnknownKeys();
+  reader.RejectUnknownEnvironment({"migrate"});
   return c;
 }
 

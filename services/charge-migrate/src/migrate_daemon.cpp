@@ -7,7 +7,7 @@ namespace {
 
 class MigrateDaemon final : public app::Daemon {
  public:
-  MigrateDaemon() : app::Daemon({.name = "charge-migrate", .usage = kUsage, .signals = false}) {}
+  MigrateDaemon() : app::Daemon({.name = "charge-migrate", .usage = kUsage, .signals = false, .required = "database.url"}) {}
 
   app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     command_ = ParseCommandLine(args);

@@ -9,7 +9,10 @@ namespace {
 
 class RelayDaemon final : public app::Daemon {
  public:
-  RelayDaemon() : app::Daemon({.name = "outbox-relay", .usage = kUsage, .failpoints = true}) {}
+  RelayDaemon() : app::Daemon({.name = "outbox-relay",
+                                 .usage = kUsage,
+                                 .failpoints = true,
+                                 .required = "database.url kafka.bootstrap_servers"}) {}
 
   app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     if (!args.empty() && args[0].rfind("-", 0) == 0) throw config::ConfigError("argv", kUsage);

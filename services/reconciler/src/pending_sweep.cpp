@@ -341,8 +341,11 @@ asio::awaitable<void> PendingSweep::Apply(const charges::ClaimedCharge& claimed,
         ++summary.already_resolved;
       } else {
         ++summary.still_pending;
-        log::WithTrace(trace_id, spdlog::level::info, "charge {} stays pending ({}); next check in {} s",
-                       charge.public_id(), decision.why, decision.defer.count() / 1000);
+        // An error (no usable answer) is logged as one, with the acquirer's status when it gave one.
+        const auto status = finish && finish->http_status ? " HTTP " + std::to_string(*finish->http_status) : "";
+        log::WithTrace(trace_id, decision.error ? spdlog::level::err : spdlog::level::info,
+                       "charge {} stays pending ({}{}); next check in {} s", charge.public_id(), decision.why, status,
+                       decision.defer.count() / 1000);
       }
       co_return;
     }

@@ -95,6 +95,21 @@ struct ReconcilerApp::Parts {
     return status;
   }
 
+  // One lookup of a key nobody uses before any work: refused credentials fail the run at once, loudly,
+  // even with nothing pending (a sweep over no charge would otherwise end clean). An acquirer that does
+  // not answer proves nothing about them: the run goes on and meets the outage charge by charge.
+  bool CredentialsRefused() {
+    std::optional<acquirer::CredentialCheck> check;
+    SpawnRun(io, acquirer::CheckCredentials(acquirer_client), check, "credential check");
+    io.run();
+    io.restart();
+    if (!check || check->verdict != acquirer::Credentials::kRefused) return false;
+    spdlog::error("the acquirer refuses our credentials (HTTP {}: {}); check acquirer.api_key (ACQUIRER_API_KEY, "
+                  "the Secret global.acquirer.apiKeySecret in the chart) and acquirer.url; nothing was done",
+                  check->outcome.http_status.value_or(0), check->outcome.detail);
+    return true;
+  }
+
   ReconcilerConfig config;
   asio::io_context io;
   db::Database database;
@@ -116,6 +131,11 @@ ReconcilerApp::~ReconcilerApp() = default;
 
 int ReconcilerApp::RunSweep(const app::ShutdownSignals& signals) {
   auto& p = *parts_;
+  if (p.CredentialsRefused()) {
+    RunSummary refused;
+    refused.errors = 1;
+    return p.Finish(refused);
+  }
   PendingSweep sweep({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock, p.jitter}, p.config.sweep,
                      p.owner_id);
   spdlog::info("sweep {}: pending charges older than {} ms, batches of {}, {} at once, budget {} ms, "
@@ -153,6 +173,12 @@ int ReconcilerApp::RunWindow(const CommandLine& command, int report_fd) {
                               ? TrailingWindow(p.clock.WallNow(), *command.last, sweep.decision.visibility_window)
                               : Window{command.from, command.to};
   const auto& output = command.output;
+  if (p.CredentialsRefused()) {
+    RunSummary refused;
+    refused.mode = RunMode::kWindow;
+    refused.errors = 1;
+    return p.Finish(refused);
+  }
   WindowReconciliation window({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock},
                               {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease,
                                sweep.decision.visibility_window});

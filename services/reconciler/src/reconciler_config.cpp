@@ -71,6 +71,7 @@ ReconcilerConfig LoadConfig(config::ConfigReader& r) {
   c.instance_id = r.String("instance.id", util::HostName("reconciler"));
   c.log_level = r.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
   r.RejectUnknownKeys();
+  r.RejectUnknownEnvironment({"reconciler"});
   return c;
 }
 

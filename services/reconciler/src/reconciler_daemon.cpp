@@ -16,7 +16,10 @@ namespace {
 
 class ReconcilerDaemon final : public app::Daemon {
  public:
-  ReconcilerDaemon() : app::Daemon({.name = "reconciler", .usage = kUsage, .failpoints = true}) {}
+  ReconcilerDaemon() : app::Daemon({.name = "reconciler",
+                                       .usage = kUsage,
+                                       .failpoints = true,
+                                       .required = "database.url acquirer.url acquirer.api_key"}) {}
 
   app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     command_ = ParseCommandLine(args);

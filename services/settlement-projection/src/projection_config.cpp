@@ -33,6 +33,7 @@ ProjectionConfig LoadConfig(config::ConfigReader& r) {
   c.shutdown_deadline = r.Duration("shutdown.deadline", seconds{10}, milliseconds{100});
   c.log_level = r.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
   r.RejectUnknownKeys();
+  r.RejectUnknownEnvironment({"inbox"});
   return c;
 }
 

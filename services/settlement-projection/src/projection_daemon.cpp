@@ -13,7 +13,8 @@ class ProjectionDaemon final : public app::Daemon {
   ProjectionDaemon()
       : app::Daemon({.name = "settlement-projection",
                      .usage = "usage: settlement-projection [--config FILE] [migrate]",
-                     .failpoints = true}) {}
+                     .failpoints = true,
+                     .required = "database.url kafka.bootstrap_servers"}) {}
 
   app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     if (!(args.empty() || (args.size() == 1 && args[0] == "migrate"))) {

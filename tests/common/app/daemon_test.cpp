@@ -66,6 +66,12 @@ class FakeDaemon final : public Daemon {
   int run_status = 0;
 };
 
+// What a test does not read of stdout.
+std::ostream& Stdout() {
+  static std::ostringstream ignored;
+  return ignored;
+}
+
 class ConfigFile {
  public:
   explicit ConfigFile(const std::string& yaml)
@@ -103,7 +109,7 @@ TEST(AppMain, RunsTheStepsInOrderAndReturnsRunsStatus) {
   FakeDaemon daemon;
   daemon.run_status = 7;
   std::ostringstream err;
-  EXPECT_EQ(Main({"--config", file.path(), "thing"}, daemon, err), 7);
+  EXPECT_EQ(Main({"--config", file.path(), "thing"}, daemon, err, Stdout()), 7);
   EXPECT_THAT(daemon.steps, ElementsAre("configure", "before logging", "check schema", "run"));
   EXPECT_THAT(daemon.args_seen, ElementsAre("thing"));
   EXPECT_EQ(daemon.port, 9000);
@@ -114,7 +120,7 @@ TEST(AppMain, ABadKeyIsOneLineOnStderrAndExitTwoWithoutRunning) {
   const ConfigFile file("fake:\n  port: 70000\n");
   FakeDaemon daemon;
   std::ostringstream err;
-  EXPECT_EQ(Main({"--config", file.path()}, daemon, err), config::kExitConfigError);
+  EXPECT_EQ(Main({"--config", file.path()}, daemon, err, Stdout()), config::kExitConfigError);
   EXPECT_EQ(config::kExitConfigError, 2);
   const auto message = err.str();
   EXPECT_THAT(message, HasSubstr("fake.port"));
@@ -126,30 +132,51 @@ TEST(AppMain, AnUnknownKeyExitsTwoNamingIt) {
   const ConfigFile file("fake:\n  prot: 9000\n");
   FakeDaemon daemon;
   std::ostringstream err;
-  EXPECT_EQ(Main({"--config", file.path()}, daemon, err), config::kExitConfigError);
+  EXPECT_EQ(Main({"--config", file.path()}, daemon, err, Stdout()), config::kExitConfigError);
   EXPECT_THAT(err.str(), HasSubstr("fake.prot"));
 }
 
 TEST(AppMain, CommandLineErrorsExitTwoWithTheUsage) {
   FakeDaemon daemon;
   std::ostringstream err;
-  EXPECT_EQ(Main({"thing", "other"}, daemon, err), config::kExitConfigError);
+  EXPECT_EQ(Main({"thing", "other"}, daemon, err, Stdout()), config::kExitConfigError);
   EXPECT_THAT(err.str(), HasSubstr("usage: fake"));
   std::ostringstream missing;
-  EXPECT_EQ(Main({"--config"}, daemon, missing), config::kExitConfigError);
+  EXPECT_EQ(Main({"--config"}, daemon, missing, Stdout()), config::kExitConfigError);
   EXPECT_THAT(missing.str(), HasSubstr("--config: needs a value"));
   std::ostringstream absent;
-  EXPECT_EQ(Main({"--config", "/nonexistent/fake.yaml"}, daemon, absent), config::kExitConfigError);
+  EXPECT_EQ(Main({"--config", "/nonexistent/fake.yaml"}, daemon, absent, Stdout()), config::kExitConfigError);
   // Only the first got as far as Configure: a flag without its value, or a file that is not there, stop
   // the start before it.
   EXPECT_THAT(daemon.steps, ElementsAre("configure"));
+}
+
+TEST(AppMain, HelpPrintsTheUsageAndTheRequiredKeysOnStdoutAndExitsZeroWithoutConfiguring) {
+  FakeDaemon daemon({.name = "fake", .usage = "usage: fake [--config PATH] [thing]",
+                     .required = "database.url acquirer.api_key"});
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"-h"}, {"thing", "--help"}, {"--config", "/nonexistent.yaml", "--help"}}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(Main(args, daemon, err, out), 0) << args.front();
+    EXPECT_THAT(out.str(), HasSubstr("usage: fake [--config PATH] [thing]"));
+    EXPECT_THAT(out.str(), HasSubstr("database.url"));
+    EXPECT_THAT(out.str(), HasSubstr("DATABASE_URL"));
+    EXPECT_THAT(out.str(), HasSubstr("ACQUIRER_API_KEY"));
+    EXPECT_THAT(out.str(), HasSubstr("docs/configuration.md"));
+    EXPECT_EQ(err.str(), "");
+  }
+  EXPECT_THAT(daemon.steps, IsEmpty()) << "help configures nothing and runs nothing";
+  std::ostringstream none;
+  FakeDaemon plain;
+  EXPECT_EQ(Main({"--help"}, plain, none, none), 0);
+  EXPECT_THAT(none.str(), HasSubstr("(none)"));
 }
 
 TEST(AppMain, ASchemaCheckThatThrowsExitsOneWithoutRunning) {
   FakeDaemon daemon;
   daemon.schema_behind = true;
   std::ostringstream err;
-  EXPECT_EQ(Main({}, daemon, err), 1);
+  EXPECT_EQ(Main({}, daemon, err, Stdout()), 1);
   EXPECT_THAT(daemon.steps, ElementsAre("configure", "before logging", "check schema"));
 }
 
@@ -158,11 +185,11 @@ TEST(AppMain, TheDefaultSchemaCheckReadsTheDatabaseTheSettingsName) {
   // Nothing listens on port 1: the check cannot read the schema, so the daemon must not run.
   daemon.schema_database_url = "postgresql://charge@127.0.0.1:1/charges?connect_timeout=2";
   std::ostringstream err;
-  EXPECT_EQ(Main({}, daemon, err), 1);
+  EXPECT_EQ(Main({}, daemon, err, Stdout()), 1);
   EXPECT_THAT(daemon.steps, ElementsAre("configure", "before logging", "check schema"));
 
   FakeDaemon unchecked;  // no database named: nothing to check, it runs
-  EXPECT_EQ(Main({}, unchecked, err), 0);
+  EXPECT_EQ(Main({}, unchecked, err, Stdout()), 0);
   EXPECT_THAT(unchecked.steps, ElementsAre("configure", "before logging", "check schema", "run"));
 }
 
@@ -182,7 +209,7 @@ TEST(AppMain, StartFailedChoosesTheStatusAfterAFailedSchemaCheck) {
     std::string seen;
   } daemon;
   std::ostringstream err;
-  EXPECT_EQ(Main({}, daemon, err), 5);
+  EXPECT_EQ(Main({}, daemon, err, Stdout()), 5);
   EXPECT_EQ(daemon.seen, "database does not answer");
 }
 
@@ -190,7 +217,7 @@ TEST(AppMain, SignalsAreBlockedBeforeRunSoRunCanWaitForThem) {
   FakeDaemon daemon;
   daemon.raise_sigterm_in_run = true;
   std::ostringstream err;
-  EXPECT_EQ(Main({}, daemon, err), 0);
+  EXPECT_EQ(Main({}, daemon, err, Stdout()), 0);
   EXPECT_TRUE(daemon.sigterm_blocked_in_run);
   EXPECT_EQ(daemon.signal_taken, SIGTERM);
 }
@@ -198,7 +225,7 @@ TEST(AppMain, SignalsAreBlockedBeforeRunSoRunCanWaitForThem) {
 TEST(AppMain, AProfileWithoutSignalsLeavesThemAtTheirDefault) {
   FakeDaemon daemon({.name = "one-shot", .usage = "usage: one-shot", .signals = false});
   std::ostringstream err;
-  EXPECT_EQ(Main({}, daemon, err), 0);
+  EXPECT_EQ(Main({}, daemon, err, Stdout()), 0);
   EXPECT_FALSE(daemon.sigterm_blocked_in_run);
 }
 
@@ -206,11 +233,11 @@ TEST(AppMain, FailpointsAreReadOnlyWhenTheProfileSaysSo) {
   ::setenv("FAILPOINTS", "no such syntax", 1);
   FakeDaemon with({.name = "breakable", .usage = "usage: breakable", .failpoints = true});
   std::ostringstream err;
-  EXPECT_EQ(Main({}, with, err), config::kExitConfigError);
+  EXPECT_EQ(Main({}, with, err, Stdout()), config::kExitConfigError);
   EXPECT_THAT(err.str(), HasSubstr("FAILPOINTS"));
   FakeDaemon without;
   std::ostringstream quiet;
-  EXPECT_EQ(Main({}, without, quiet), 0);
+  EXPECT_EQ(Main({}, without, quiet, Stdout()), 0);
   EXPECT_EQ(quiet.str(), "");
   ::unsetenv("FAILPOINTS");
   failpoints::Configure("");

@@ -138,6 +138,22 @@ TEST(ConfigReader, SecretComesFromEnvironmentOnly) {
   EXPECT_THAT(ErrorOf([&] { missing.Secret("database.url"); }).problem(), HasSubstr("set DATABASE_URL"));
 }
 
+TEST(ConfigReader, AnEnvironmentVariableInTheDaemonsOwnSectionThatSetsNoKeyIsRefusedNamingTheNearest) {
+  auto r = ConfigReader::FromString("", FakeEnv({{"RECONCILER_GRACE_PERIOD", "1m"}}));
+  r.Duration("reconciler.grace_period", std::chrono::minutes{2});
+  r.Duration("reconciler.claim_lease", std::chrono::seconds{90});
+  r.RejectUnknownKeys();
+  // Known names, and names outside the sections given, pass.
+  EXPECT_NO_THROW(r.RejectUnknownEnvironment({"reconciler"}, {"RECONCILER_GRACE_PERIOD", "HOME", "KAFKA_OPTS"}));
+  try {
+    r.RejectUnknownEnvironment({"reconciler"}, {"PATH", "RECONCILER_GRACE_PERIOUD"});
+    FAIL() << "a typo under RECONCILER_ was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "RECONCILER_GRACE_PERIOUD");
+    EXPECT_THAT(e.problem(), HasSubstr("did you mean RECONCILER_GRACE_PERIOD (reconciler.grace_period)?"));
+  }
+}
+
 TEST(ConfigReader, UnknownKeyInFileIsRefused) {
   auto r = ConfigReader::FromString("http:\n  port: 1\n  prot: 2\n", FakeEnv({}));
   r.Integer("http.port", std::nullopt, 1, 2);

@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
 constexpr const char* kMerchant = "00000000-0000-4000-8000-000000000001";
@@ -205,6 +206,24 @@ class ReconcilerE2E : public ::testing::Test {
   std::unique_ptr<ServiceProcess> sim_;
   std::unique_ptr<HttpTestClient> sim_client_;
 };
+
+// A wrong acquirer key fails the run at once, as an error naming the key, even with nothing pending: the
+// RunFailed runbook's "credentials refused" is a line that exists.
+TEST_F(ReconcilerE2E, RefusedAcquirerCredentialsFailTheRunLoudlyEvenWithNothingPending) {
+  const auto run = RunReconciler({{"ACQUIRER_API_KEY", "ak_wrong_key"}});
+  EXPECT_EQ(run.process.exit_code, 1) << run.process.out << run.process.err;
+  const auto all = run.process.out + run.process.err;
+  EXPECT_THAT(all, HasSubstr("\"level\":\"error\""));
+  EXPECT_THAT(all, HasSubstr("the acquirer refuses our credentials (HTTP 401"));
+  EXPECT_THAT(all, HasSubstr("acquirer.api_key"));
+  EXPECT_THAT(all, Not(HasSubstr("ak_wrong_key"))) << "the key is never logged";
+  EXPECT_EQ(run.summary.at("errors").as_int64(), 1);
+  const auto window = RunReconciler({{"ACQUIRER_API_KEY", "ak_wrong_key"}},
+                                    {"window", "--from", "2026-12-01T00:00:00Z", "--to", "2026-12-01T01:00:00Z"});
+  EXPECT_EQ(window.process.exit_code, 1);
+  // With the right key, the same empty run is clean.
+  EXPECT_EQ(RunReconciler().process.exit_code, 0);
+}
 
 TEST_F(ReconcilerE2E, ChargeLeftPendingByAChargeApiCrashAfterCaptureEndsCapturedOnce) {
   auto api = StartChargeApi({{"FAILPOINTS", "charge.after_acquirer_response=crash"}});

@@ -61,4 +61,13 @@ struct ListResult {
 boost::asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow window, const RetryPolicy& policy,
                                                 util::Clock& clock);
 
+// Whether the acquirer takes our credentials: one lookup of a key nobody uses (a 404 or any capture is
+// yes). kRefused only on a 401 or 403; an acquirer that does not answer proves nothing about them.
+enum class Credentials { kAccepted, kRefused, kUnknown };
+struct CredentialCheck {
+  Credentials verdict = Credentials::kUnknown;
+  AttemptOutcome outcome;  // its status and detail, for the log line
+};
+boost::asio::awaitable<CredentialCheck> CheckCredentials(AcquirerClient& client);
+
 }  // namespace charge_outbox::acquirer

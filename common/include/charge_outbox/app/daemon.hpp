@@ -6,6 +6,7 @@
 //   }
 //
 //   1. blocks SIGTERM and SIGINT (ShutdownSignals), before any thread exists (unless the profile says not);
+//   1b. `--help` anywhere (or `-h` first): Help(profile) on stdout, exit 0, nothing else done;
 //   2. takes `--config PATH` out of the command line (wherever it stands); the rest, a subcommand and its
 //      flags, is the daemon's to read;
 //   3. daemon.Configure(rest, reader), which returns the Settings below: a config::ConfigError (a bad
@@ -46,7 +47,14 @@ struct Profile {
   std::string_view usage;  // "usage: NAME [--config PATH] ...", quoted by command line errors
   bool failpoints = false;  // reads FAILPOINTS (the daemons the crash and chaos tests break)
   bool signals = true;      // false: SIGTERM and SIGINT are not blocked (ShutdownSignals::Unblocked)
+  // The keys it cannot start without, space-separated ("database.url acquirer.url"): --help lists them
+  // with their environment variables.
+  std::string_view required;
 };
+
+// What --help prints: the usage, the required keys with their environment variables, and where every
+// key is documented.
+std::string Help(const Profile& profile);
 
 // What the start-up path needs from a daemon's configuration.
 struct Settings {
@@ -108,8 +116,9 @@ int StartAndServe(const ShutdownSignals& signals, std::chrono::milliseconds dead
       [&] { return service->Finished(); });
 }
 
-// The start-up path above; `args` is argv without the program name. Configuration errors go to `err`.
-int Main(const std::vector<std::string>& args, Daemon& daemon, std::ostream& err);
+// The start-up path above; `args` is argv without the program name. Configuration errors go to `err`,
+// --help to `out`.
+int Main(const std::vector<std::string>& args, Daemon& daemon, std::ostream& err, std::ostream& out);
 // The same, with main()'s arguments and std::cerr.
 int Main(int argc, char** argv, Daemon& daemon);
 

@@ -38,6 +38,8 @@ class ConfigError : public std::runtime_error {
 // Looks up an environment variable; injectable so tests need not touch the process environment.
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 EnvLookup ProcessEnvironment();
+// The names of the process's environment variables.
+std::vector<std::string> ProcessEnvironmentNames();
 
 // "250ms", "2s", "5m", "1h" (a non-negative integer and its unit); nullopt for anything else.
 std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text);
@@ -77,6 +79,11 @@ class ConfigReader {
 
   // Fails on the first key present in the file that nobody asked for: a typo must not be ignored.
   void RejectUnknownKeys() const;
+  // The same for the environment, under the sections only this daemon reads (`reconciler` covers
+  // RECONCILER_*): a variable there that overrides no key it asked for is refused, naming the nearest
+  // key. Sections whose prefix other software uses too (KAFKA_, HTTP_) are not this daemon's to police.
+  void RejectUnknownEnvironment(const std::vector<std::string>& sections,
+                                const std::vector<std::string>& env_names = ProcessEnvironmentNames()) const;
 
   // The environment variable that overrides `key`.
   static std::string EnvName(std::string_view key);
