@@ -305,6 +305,15 @@ grep -qF 'concurrencyPolicy: Forbid' <<<"$prune" || fail "the audit prune CronJo
 short=$(render "${required[@]}" --set auditPrune.olderThan=720h) && fail "auditPrune.olderThan=720h was accepted"
 grep -qF 'at least a year (8760h)' <<<"$short" || fail "auditPrune.olderThan=720h: the refusal does not say why: $short"
 
+# Every object the runbooks name (`<fullname>-NAME` in docs/operations.md: deploy/..., cronjob/..., the
+# pods' name prefixes) is one the chart renders, under the name the docs give it: a renamed object fails here.
+all_names=$("$helm" template rel "$chart" -f "$everything" 2>&1 | awk '/^kind:/ {kind = $2} /^  name:/ && kind != "" {print $2; kind = ""}')
+while read -r named; do
+  grep -qx "rel-charge-outbox-$named" <<<"$all_names" ||
+    fail "docs/operations.md names <fullname>-$named, which the chart does not render (rel-charge-outbox-$named)"
+done < <(grep -oE '<fullname>-[a-z][a-z-]*[a-z]' "$root/docs/operations.md" | sed 's/^<fullname>-//' | sort -u |
+  grep -vx 'reconciler-manual')
+
 # Everything but the migration disabled: nothing else rendered, and nothing else required.
 only_migrate=$(render --set outboxRelay.enabled=false --set chargeApi.enabled=false --set reconciler.enabled=false \
   --set auditPrune.enabled=false) ||
