@@ -79,7 +79,12 @@ asio::awaitable<int> AddMerchant(MerchantTools t, const CommandLine& cl) {
   const auto actor = ActorOf(cl);
   // Not retried: a retry after a lost answer could add the merchant twice.
   const auto added = co_await t.merchants.AddMerchant(cl.name, actor);
-  if (!added) co_return DatabaseFailed(t, added.error());
+  if (!added) {
+    // The statement may have committed before its answer was lost: say so, and how to find out.
+    t.err << "the database did not answer (" << db::ToString(added.error().code) << ": " << added.error().detail
+          << "); the merchant may or may not have been added: merchant list shows it\n";
+    co_return kNotDone;
+  }
   if (cl.json) {
     t.out << json::serialize(json::object{{"id", added->id}, {"name", added->name}, {"created_at", added->created_at}})
           << "\n";
@@ -121,9 +126,15 @@ asio::awaitable<int> NewKey(MerchantTools t, const CommandLine& cl) {
       return rotate ? t.merchants.RotateKey(*cl.merchant_id, cl.prefix, drawn.stored, cl.overlap, actor)
                     : t.merchants.IssueKey(*cl.merchant_id, drawn.stored, actor);
     };
-    // One statement: a retry after a lost answer could land the same key twice, so none is retried.
+    // Not retried: after a lost answer the key may be stored, and only this process knows it.
     const auto changed = co_await change();
-    if (!changed) co_return DatabaseFailed(t, changed.error());
+    if (!changed) {
+      t.err << "the database did not answer (" << db::ToString(changed.error().code) << ": "
+            << changed.error().detail << "); key " << drawn.stored.prefix << " may or may not have been stored"
+            << (rotate ? " (and the old key's end set)" : "") << ": key list --merchant " << *cl.merchant_id
+            << " shows it. If it is there, revoke it: nobody was given it\n";
+      co_return kNotDone;
+    }
     result = *changed;
     key = std::move(drawn.key);
     if (result.outcome != KeyChange::kPrefixTaken) break;
