@@ -232,7 +232,12 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
   resolution.voids_seen = voids_seen;
   const auto resolve = [&] { return t.review.Resolve(resolution); };
   const auto result = co_await db::WithDbRetries(resolve);
-  if (!result) co_return DatabaseFailed(t, result.error());
+  if (!result) {
+    // The decision's statement may have committed before its answer was lost.
+    t.err << "the database did not answer (" << db::ToString(result.error().code) << ": " << result.error().detail
+          << "); the decision may or may not have landed: review show " << charge->public_id() << " tells\n";
+    co_return kNotDone;
+  }
   if (!result->applied) {
     // Another decision (or actor) got there first: say what won.
     if (result->charge.status == ChargeStatus::kNeedsReview) {
@@ -271,8 +276,10 @@ asio::awaitable<int> Prune(Tools& t, const CommandLine& cl) {
     const auto prune = [&] { return t.review.PruneActions(*cl.older_than, kBatch); };
     const auto gone = co_await db::WithDbRetries(prune);
     if (!gone) {
-      t.err << total << " audit row(s) deleted before the database failed\n";
-      co_return DatabaseFailed(t, gone.error());
+      // The failed batch may have been deleted before its answer was lost; a second run is harmless.
+      t.err << total << " audit row(s) deleted before the database failed (" << db::ToString(gone.error().code)
+            << ": " << gone.error().detail << "); the last batch may or may not be gone. Run it again\n";
+      co_return kNotDone;
     }
     total += *gone;
     if (*gone < kBatch) break;
