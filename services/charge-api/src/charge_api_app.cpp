@@ -9,9 +9,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/use_future.hpp>
 
-#include <future>
 #include <thread>
 
 #include "admin_router.hpp"
@@ -224,18 +222,6 @@ ChargeApiApp::~ChargeApiApp() {
 
 ChargeApiApp::Ports ChargeApiApp::Start() {
   parts_->background_thread = std::thread([this] { parts_->background.run(); });
-  // Refused credentials would send every capture to needs_review (acquirer_rejected_request): better not
-  // to start, saying why. An acquirer that does not answer (within 3 s: a black hole must not hold the
-  // start up for a whole request timeout) proves nothing: charge-api starts.
-  auto checking = asio::co_spawn(parts_->background, acquirer::CheckCredentials(parts_->acquirer_client),
-                                 asio::use_future);
-  if (checking.wait_for(std::chrono::seconds{3}) != std::future_status::ready) {
-    spdlog::warn("the acquirer did not answer a credential check within 3 s; starting without knowing");
-  } else if (const auto check = checking.get(); check.verdict == acquirer::Credentials::kRefused) {
-    throw std::runtime_error("the acquirer refuses our credentials (HTTP " +
-                             std::to_string(check.outcome.http_status.value_or(0)) +
-                             "); check acquirer.api_key (ACQUIRER_API_KEY) and acquirer.url");
-  }
   asio::co_spawn(parts_->background, parts_->RefreshPendingOverdue(), asio::detached);
   const Ports ports{.api = parts_->server.Start(), .admin = parts_->admin_server.Start()};
   spdlog::info("charge-api {} listening on {}:{}, admin on {}:{}", parts_->config.instance_id,

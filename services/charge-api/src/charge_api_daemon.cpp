@@ -1,7 +1,5 @@
 #include "charge_api_daemon.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include "charge_api_app.hpp"
 
 namespace charge_outbox::charge_api {
@@ -23,12 +21,7 @@ class ChargeApiDaemon final : public app::Daemon {
 
   int Run(const app::ShutdownSignals& signals) override {
     ChargeApiApp api(config_);
-    try {
-      api.Start();
-    } catch (const std::exception& e) {
-      spdlog::error("charge-api could not start: {}", e.what());
-      return 1;
-    }
+    api.Start();
     return app::RunUntilSignal(signals, config_.shutdown_deadline,
                                [&](std::chrono::milliseconds drain) { api.Stop(drain); });
   }

@@ -95,17 +95,19 @@ struct ReconcilerApp::Parts {
     return status;
   }
 
-  // One lookup of a key nobody uses before any work: refused credentials fail the run at once, loudly,
-  // even with nothing pending (a sweep over no charge would otherwise end clean). An acquirer that does
-  // not answer proves nothing about them: the run goes on and meets the outage charge by charge.
+  // A sweep that found nothing to do asked the acquirer nothing, so a wrong key would go unnoticed run
+  // after run: it makes one lookup of a key nobody uses, and refused credentials fail the run, loudly. A
+  // sweep with charges learns it from their lookups (each an error line with its HTTP status), and a
+  // window report from its listing, without a lookup more. An acquirer that does not answer proves
+  // nothing about the credentials.
   bool CredentialsRefused() {
     std::optional<acquirer::CredentialCheck> check;
+    io.restart();  // the sweep's end stopped it
     SpawnRun(io, acquirer::CheckCredentials(acquirer_client), check, "credential check");
     io.run();
-    io.restart();
     if (!check || check->verdict != acquirer::Credentials::kRefused) return false;
     spdlog::error("the acquirer refuses our credentials (HTTP {}: {}); check acquirer.api_key (ACQUIRER_API_KEY, "
-                  "the Secret global.acquirer.apiKeySecret in the chart) and acquirer.url; nothing was done",
+                  "the Secret global.acquirer.apiKeySecret in the chart) and acquirer.url",
                   check->outcome.http_status.value_or(0), check->outcome.detail);
     return true;
   }
@@ -131,11 +133,6 @@ ReconcilerApp::~ReconcilerApp() = default;
 
 int ReconcilerApp::RunSweep(const app::ShutdownSignals& signals) {
   auto& p = *parts_;
-  if (p.CredentialsRefused()) {
-    RunSummary refused;
-    refused.errors = 1;
-    return p.Finish(refused);
-  }
   PendingSweep sweep({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock, p.jitter}, p.config.sweep,
                      p.owner_id);
   spdlog::info("sweep {}: pending charges older than {} ms, batches of {}, {} at once, budget {} ms, "
@@ -163,6 +160,7 @@ int ReconcilerApp::RunSweep(const app::ShutdownSignals& signals) {
     failed.errors = 1;
     return p.Finish(failed);
   }
+  if (summary->examined == 0 && p.CredentialsRefused()) ++summary->errors;
   return p.Finish(*summary);
 }
 
@@ -173,12 +171,6 @@ int ReconcilerApp::RunWindow(const CommandLine& command, int report_fd) {
                               ? TrailingWindow(p.clock.WallNow(), *command.last, sweep.decision.visibility_window)
                               : Window{command.from, command.to};
   const auto& output = command.output;
-  if (p.CredentialsRefused()) {
-    RunSummary refused;
-    refused.mode = RunMode::kWindow;
-    refused.errors = 1;
-    return p.Finish(refused);
-  }
   WindowReconciliation window({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock},
                               {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease,
                                sweep.decision.visibility_window});

@@ -207,8 +207,8 @@ class ReconcilerE2E : public ::testing::Test {
   std::unique_ptr<HttpTestClient> sim_client_;
 };
 
-// A wrong acquirer key fails the run at once, as an error naming the key, even with nothing pending: the
-// RunFailed runbook's "credentials refused" is a line that exists.
+// A wrong acquirer key fails the run as an error naming the key, even with nothing pending; with charges
+// pending, each lookup's refusal is an error line with its HTTP status. The RunFailed runbook's lines exist.
 TEST_F(ReconcilerE2E, RefusedAcquirerCredentialsFailTheRunLoudlyEvenWithNothingPending) {
   const auto run = RunReconciler({{"ACQUIRER_API_KEY", "ak_wrong_key"}});
   EXPECT_EQ(run.process.exit_code, 1) << run.process.out << run.process.err;
@@ -223,6 +223,12 @@ TEST_F(ReconcilerE2E, RefusedAcquirerCredentialsFailTheRunLoudlyEvenWithNothingP
   EXPECT_EQ(window.process.exit_code, 1);
   // With the right key, the same empty run is clean.
   EXPECT_EQ(RunReconciler().process.exit_code, 0);
+
+  InsertPending(1, "refused-");
+  const auto with_work = RunReconciler({{"ACQUIRER_API_KEY", "ak_wrong_key"}});
+  EXPECT_EQ(with_work.process.exit_code, 1);
+  EXPECT_THAT(with_work.process.out + with_work.process.err, HasSubstr("stays pending (lookup_refused HTTP 401)"));
+  EXPECT_EQ(Field("refused-1", "status"), "pending");
 }
 
 TEST_F(ReconcilerE2E, ChargeLeftPendingByAChargeApiCrashAfterCaptureEndsCapturedOnce) {
