@@ -9,6 +9,7 @@
 #include "charge_outbox/acquirer/model.hpp"
 #include "charge_outbox/acquirer/retry_policy.hpp"
 #include "charge_outbox/charges/charge.hpp"
+#include "charge_outbox/charges/evidence.hpp"
 
 namespace charge_outbox::charge_admin {
 
@@ -41,7 +42,7 @@ struct Verdict {
 };
 
 // The failure_reason of a charge a person moved to failed or canceled.
-inline constexpr const char* kOperatorDecision = "operator_decision";
+inline constexpr const char* kOperatorDecision = charges::reason::kOperatorDecision.data();
 
 // `to` is captured, failed or canceled. `against_acquirer`: the person overrides what the acquirer says
 // (a reason is then on record); a canceled over a live capture still voids it first.

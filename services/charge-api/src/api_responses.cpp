@@ -3,6 +3,8 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "charge_outbox/charges/evidence.hpp"
+
 namespace charge_outbox::charge_api {
 namespace {
 
@@ -139,8 +141,21 @@ OutcomeResponse ResponseFor(const charges::Charge& c) {
       p["type"] = std::string(kProblemBase) + (c.decline_code ? "card-declined" : "payment-failed");
       p["title"] = c.decline_code ? "The card was declined" : "The payment did not go through";
       p["status"] = 402;
-      p["detail"] = c.decline_code ? "The acquirer declined the payment: " + *c.decline_code
-                                   : "No money was taken: " + c.failure_reason.value_or("failed");
+      // What the record holds, and no more: a canceled charge's capture was voided (taken, then given
+      // back); a person's `failed` rests on their decision, which the audit trail explains, not on proof.
+      const auto reason = c.failure_reason.value_or("failed");
+      std::string detail;
+      if (c.decline_code) {
+        detail = "The acquirer declined the payment: " + *c.decline_code + ".";
+      } else if (c.status == ChargeStatus::kCanceled) {
+        detail = "No money was kept: the capture was voided (" + reason + ").";
+      } else if (reason == charges::reason::kOperatorDecision) {
+        detail = "A person decided this charge failed (" + reason + "); we record no capture for it.";
+      } else {
+        detail = "No money was taken: " + reason + ".";
+      }
+      // The key is spent: it answers this from now on, so another attempt needs a key of its own.
+      p["detail"] = detail + " This Idempotency-Key will keep answering this; a new attempt needs a new key.";
       p["charge_id"] = c.public_id();
       p["charge_status"] = std::string(charges::ToString(c.status));
       if (c.decline_code) p["decline_code"] = *c.decline_code;

@@ -58,6 +58,30 @@ TEST(ResponseFor, MapsEveryStatus) {
   EXPECT_EQ(p.at("status").as_int64(), 402);
 }
 
+// A 402 says what the record holds and that the key is spent, and claims no more than the record: a
+// canceled charge's capture was voided, a person's failed is their decision.
+TEST(ResponseFor, A402SaysWhatTheRecordHoldsAndThatANewAttemptNeedsANewKey) {
+  const auto detail = [](const charges::Charge& c) {
+    return std::string(json::parse(ResponseFor(c).body).at("detail").as_string());
+  };
+  auto declined = SampleCharge(ChargeStatus::kFailed);
+  declined.decline_code = "insufficient_funds";
+  EXPECT_THAT(detail(declined), HasSubstr("declined the payment: insufficient_funds"));
+  auto canceled = SampleCharge(ChargeStatus::kCanceled);
+  canceled.failure_reason = "deadline_passed_voided";
+  EXPECT_THAT(detail(canceled), HasSubstr("No money was kept: the capture was voided (deadline_passed_voided)"));
+  auto decided = SampleCharge(ChargeStatus::kFailed);
+  decided.failure_reason = "operator_decision";
+  EXPECT_THAT(detail(decided), HasSubstr("A person decided"));
+  EXPECT_THAT(detail(decided), ::testing::Not(HasSubstr("No money was taken")));
+  auto unreachable = SampleCharge(ChargeStatus::kFailed);
+  unreachable.failure_reason = "acquirer_unreachable";
+  EXPECT_THAT(detail(unreachable), HasSubstr("No money was taken: acquirer_unreachable"));
+  for (const auto& c : {declined, canceled, decided, unreachable}) {
+    EXPECT_THAT(detail(c), HasSubstr("a new attempt needs a new key"));
+  }
+}
+
 TEST(ToHttp, SetsLocationContentTypeAndReplayHeader) {
   const auto created = ToHttp({201, "{}"}, "ch_x", true);
   EXPECT_EQ(created.result_int(), 201u);

@@ -37,6 +37,8 @@ inline constexpr std::string_view kRejected = "acquirer_rejected_request";
 inline constexpr std::string_view kDeadlineUnconfirmed = "deadline_passed_unconfirmed";
 inline constexpr std::string_view kDeadlineVoided = "deadline_passed_voided";
 inline constexpr std::string_view kVoidUnconfirmed = "void_unconfirmed";
+// A person's decision out of needs_review (charge-admin review resolve --to failed|canceled).
+inline constexpr std::string_view kOperatorDecision = "operator_decision";
 inline constexpr std::string_view kNotFoundAtAcquirer = "not_found_at_acquirer";
 }  // namespace reason
 
