@@ -12,6 +12,13 @@ validator: Debian's python3-jsonschema, draft 2020-12 (deploy/local/install-deps
 contract fixes: ce_dataschema is the schema's $id, ce_subject and the key are the payload's id, ce_time
 is the payload's updated_at (one clock), ce_id is a UUID, and traceparent, when present, is W3C's.
 
+This is the producer's check, so it is strict: the published schemas are open to additions
+(`additionalProperties: true`, so that a consumer validating with them accepts a later producer's new
+fields), and this check validates with their closed variant (`strict_variant`: every object closed), so
+a field, header or CloudEvents attribute that no schema or docs/events.md names is a violation: the
+product never emits an undocumented field. `--published` validates as a consumer does, with the files as
+they are.
+
 Prints one line per violation and exits 1 if there is any; exits 2 when it cannot run at all.
 """
 import argparse
@@ -29,14 +36,38 @@ except ImportError:
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 TIME = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$")
 TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+# The attributes the contract names (docs/events.md, "The headers"; docs/events/asyncapi.yaml), as this
+# check sees them: without the ce_ prefix in binary mode, as the envelope's keys (without data) in
+# structured mode.
+BINARY_ATTRIBUTES = {"specversion", "id", "source", "type", "time", "subject", "dataschema", "traceparent"}
+STRUCTURED_ATTRIBUTES = BINARY_ATTRIBUTES | {"datacontenttype"}
+BINARY_HEADERS = {"ce_" + a for a in BINARY_ATTRIBUTES - {"traceparent"}} | {"content-type", "traceparent"}
+STRUCTURED_HEADERS = {"content-type", "traceparent"}
 
 
-def load_schemas(directory):
-    """Every schemas/events/<type>.json, by event type (the file name without .json)."""
+def strict_variant(schema):
+    """The producer's closed variant of a published schema: the same schema with every object that the
+    published file leaves open to additions (`additionalProperties: true`) closed. Derived, never written
+    down, so the two cannot drift apart."""
+    if isinstance(schema, list):
+        return [strict_variant(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {k: strict_variant(v) for k, v in schema.items()}
+    if closed.get("additionalProperties") is True:
+        closed["additionalProperties"] = False
+    return closed
+
+
+def load_schemas(directory, strict=True):
+    """Every schemas/events/<type>.json, by event type (the file name without .json): its strict variant,
+    or the file as published."""
     validators = {}
     for path in sorted(pathlib.Path(directory).glob("*.json")):
         schema = json.loads(path.read_text())
         jsonschema.Draft202012Validator.check_schema(schema)
+        if strict:
+            schema = strict_variant(schema)
         validators[path.stem] = (
             schema["$id"],
             jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()),
@@ -66,13 +97,27 @@ def attributes_of(message):
     return attributes, json.loads(message["value"]), "binary"
 
 
-def violations_of(message, validators, sources):
+def undocumented(message, attributes, mode):
+    """The headers and attributes of a message that the contract does not name."""
+    headers = set(message.get("headers", {}))
+    named_headers, named_attributes = ((BINARY_HEADERS, BINARY_ATTRIBUTES) if mode == "binary"
+                                       else (STRUCTURED_HEADERS, STRUCTURED_ATTRIBUTES))
+    return sorted(headers - named_headers), sorted(set(attributes) - named_attributes)
+
+
+def violations_of(message, validators, sources, strict=True):
     try:
         attributes, data, mode = attributes_of(message)
     except (ValueError, KeyError) as e:
         yield f"unreadable message (key {message.get('key')!r}): {e}"
         return
     where = attributes.get("id", f"key {message.get('key')!r}")
+    if strict:
+        headers, names = undocumented(message, attributes, mode)
+        for h in headers:
+            yield f"{where}: header {h!r} is not in the contract (docs/events.md)"
+        for a in names:
+            yield f"{where}: attribute {a!r} is not in the contract (docs/events.md)"
     if attributes.get("specversion") != "1.0":
         yield f"{where}: specversion {attributes.get('specversion')!r}, expected '1.0'"
     if not UUID.match(str(attributes.get("id", ""))):
@@ -112,9 +157,12 @@ def main():
     parser.add_argument("--schemas", required=True, help="the schemas/events directory")
     parser.add_argument("--source", action="append", default=[],
                         help="a source the events may carry (repeatable; default: any absolute path)")
+    parser.add_argument("--published", action="store_true",
+                        help="validate with the schemas as published (open to additions), as a consumer does, "
+                             "instead of the producer's strict variant")
     parser.add_argument("messages", help="JSON lines: {key, value, headers}")
     args = parser.parse_args()
-    validators = load_schemas(args.schemas)
+    validators = load_schemas(args.schemas, strict=not args.published)
     failures = 0
     count = 0
     with open(args.messages, encoding="utf-8") as f:
@@ -122,10 +170,12 @@ def main():
             if not line.strip():
                 continue
             count += 1
-            for violation in violations_of(json.loads(line), validators, set(args.source)):
+            for violation in violations_of(json.loads(line), validators, set(args.source), not args.published):
                 failures += 1
                 print(violation)
-    print(f"{count} events checked against {len(validators)} schemas, {failures} violations", file=sys.stderr)
+    variant = "published" if args.published else "strict"
+    print(f"{count} events checked against {len(validators)} schemas ({variant}), {failures} violations",
+          file=sys.stderr)
     sys.exit(1 if failures else 0)
 
 

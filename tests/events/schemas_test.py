@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """The event schemas (schemas/events) as a contract: well-formed draft 2020-12 schemas that document every
-field and state additionalProperties, strict enough to refuse what the product never sends, compatible
-with their released versions, and a compatibility checker that catches each kind of breaking change.
+field; published open to additions (a consumer validating with them accepts a later producer's new
+fields) while the producer's strict variant (check_events.strict_variant, what the relay's e2e suites and
+the chaos run validate with) refuses every undocumented field and what the product never sends;
+compatible with their released versions, and a compatibility checker that catches each kind of breaking
+change, on the released files and on the published open ones alike.
 
 Runs with Debian's python3-jsonschema (deploy/local/install-deps); ctest `EventSchemas`.
 """
-import copy
 import json
 import pathlib
 import subprocess
@@ -15,9 +17,12 @@ import unittest
 
 import jsonschema
 
+from check_events import strict_variant
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "schemas" / "events"
 CHECKER = ROOT / "schemas" / "check-compatibility"
+CHECK_EVENTS = pathlib.Path(__file__).resolve().parent / "check_events.py"
 BASE = "https://charge-outbox.example/schemas/events/"
 TYPES = ["initiated", "captured", "failed", "canceled", "needs_review"]
 
@@ -26,8 +31,14 @@ def load(name):
     return json.loads((SCHEMAS / f"payments.charge.{name}.v1.json").read_text())
 
 
-def validator(name):
+def published(name):
+    """The validator a consumer builds from the published file."""
     return jsonschema.Draft202012Validator(load(name), format_checker=jsonschema.FormatChecker())
+
+
+def validator(name):
+    """The producer's strict validator: the closed variant of the same file."""
+    return jsonschema.Draft202012Validator(strict_variant(load(name)), format_checker=jsonschema.FormatChecker())
 
 
 def event(kind, **fields):
@@ -72,16 +83,31 @@ class WellFormed(unittest.TestCase):
             self.assertEqual(s["$id"], f"{BASE}payments.charge.{t}.v1.json")
             self.assertEqual(s["title"], f"payments.charge.{t}.v1")
 
-    def test_every_field_documented_and_every_object_closed_or_open_on_purpose(self):
+    def test_every_field_documented_and_every_object_open_to_additions(self):
+        """Published open (docs/events.md, "Validating"): every object states `additionalProperties: true`,
+        the marker the producer's strict variant closes; an object left unstated or closed would be one
+        the strict variant does not see, or one that rejects a later field."""
         for t in TYPES:
             s = load(t)
             self.assertIn("description", s, t)
-            self.assertIs(s.get("additionalProperties"), False, f"{t}: additionalProperties not stated")
+            objects = 0
             for path, sub in walk(s):
                 if path != "(root)" and "/anyOf/" not in path:
                     self.assertTrue(sub.get("description"), f"{t} {path}: no description")
                 if sub.get("type") == "object" or "properties" in sub:
-                    self.assertIn("additionalProperties", sub, f"{t} {path}: additionalProperties not stated")
+                    objects += 1
+                    self.assertIs(sub.get("additionalProperties"), True, f"{t} {path}: not open to additions")
+            self.assertGreaterEqual(objects, 1, t)
+
+    def test_the_strict_variant_closes_every_object_and_changes_nothing_else(self):
+        for t in TYPES:
+            s, closed = load(t), strict_variant(load(t))
+            for path, sub in walk(closed):
+                if sub.get("type") == "object" or "properties" in sub:
+                    self.assertIs(sub.get("additionalProperties"), False, f"{t} {path}: left open")
+            reopened = json.loads(json.dumps(closed).replace('"additionalProperties": false',
+                                                             '"additionalProperties": true'))
+            self.assertEqual(reopened, s, t)
 
     def test_closed_domains_are_closed(self):
         for t in TYPES:
@@ -117,6 +143,67 @@ class WellFormed(unittest.TestCase):
     def test_released_copies_exist_for_every_schema(self):
         for t in TYPES:
             self.assertTrue((SCHEMAS / "released" / f"payments.charge.{t}.v1.json").exists(), t)
+
+
+class OpenToAdditions(unittest.TestCase):
+    """Both directions: what a later producer may add passes a consumer's validator built from the
+    published file, and fails the producer's own strict check."""
+
+    ADDITIONS = {
+        "a new top-level field": ("captured", lambda e: e.update(refund_id="re_1")),
+        "a new field in resolution": ("captured", lambda e: e.update(
+            resolution={"decided_by": "operator", "operator": "alice", "ticket": "OPS-1"})),
+        "a new field of a failed event": ("failed", lambda e: e.update(network_code="N7")),
+    }
+
+    def test_an_extra_field_passes_the_published_schema_and_fails_the_strict_check(self):
+        for what, (t, add) in self.ADDITIONS.items():
+            payload = event(t)
+            add(payload)
+            self.assertEqual(list(published(t).iter_errors(payload)), [], f"{what}: refused by the published schema")
+            errors = list(validator(t).iter_errors(payload))
+            self.assertTrue(errors, f"{what}: accepted by the producer's strict check")
+            self.assertTrue(all(e.validator == "additionalProperties" for e in errors), f"{what}: {errors}")
+
+    def test_the_published_schema_still_refuses_what_breaks_a_known_field(self):
+        """Open to additions, not to changes: a known field keeps its type, bounds and closed values."""
+        for what, (t, fields) in {"another status": ("captured", {"status": "failed"}),
+                                  "a zero amount": ("captured", {"amount": 0}),
+                                  "a reason outside the list": ("needs_review", {"failure_reason": "looked_odd"}),
+                                  "a missing capture id": ("captured", {"acquirer_capture_id": None})}.items():
+            self.assertTrue(list(published(t).iter_errors(event(t, **fields))), f"{what} was accepted")
+
+    def run_check_events(self, message, *flags):
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+            f.write(json.dumps(message) + "\n")
+            f.flush()
+            r = subprocess.run([sys.executable, str(CHECK_EVENTS), "--schemas", str(SCHEMAS), *flags, f.name],
+                               capture_output=True, text=True, check=False)
+        return r.returncode, r.stdout
+
+    def message(self, payload, **extra_headers):
+        """A binary-mode message as the relay publishes it."""
+        t = {"pending": "initiated"}.get(payload["status"], payload["status"])
+        headers = {"ce_specversion": "1.0", "ce_id": "6f1c2a4e-0000-4000-8000-0000000000aa",
+                   "ce_source": "/charge-outbox/charge-api", "ce_type": f"payments.charge.{t}.v1",
+                   "ce_time": payload["updated_at"], "ce_subject": payload["id"],
+                   "ce_dataschema": f"{BASE}payments.charge.{t}.v1.json", "content-type": "application/json"}
+        headers.update(extra_headers)
+        return {"key": payload["id"], "value": json.dumps(payload), "headers": headers}
+
+    def test_check_events_is_the_strict_check_and_reads_as_a_consumer_with_published(self):
+        self.assertEqual(self.run_check_events(self.message(event("captured"))), (0, ""))
+        extra = event("captured", refund_id="re_1")
+        code, out = self.run_check_events(self.message(extra))
+        self.assertEqual(code, 1)
+        self.assertIn("'refund_id' was unexpected", out)
+        self.assertEqual(self.run_check_events(self.message(extra), "--published"), (0, ""))
+        code, out = self.run_check_events(self.message(event("captured"), ce_partitionkey="p"))
+        self.assertEqual(code, 1)
+        self.assertIn("header 'ce_partitionkey' is not in the contract", out)
+        self.assertIn("attribute 'partitionkey' is not in the contract", out)
+        self.assertEqual(self.run_check_events(self.message(event("captured"), ce_partitionkey="p"), "--published"),
+                         (0, ""))
 
 
 class Strict(unittest.TestCase):
@@ -159,11 +246,17 @@ class Compatibility(unittest.TestCase):
         code, out = check(SCHEMAS, SCHEMAS / "released")
         self.assertEqual((code, out), (0, ""))
 
-    def mutated(self, name, change):
-        """Runs the checker on the released schemas against a copy of them with `change` applied to one."""
+    # Each change is tried on top of the released files (closed, as v1 shipped) and on top of the
+    # published ones (open to additions): an open schema still accepts a removed field's value as an
+    # addition, so the checker must compare the declared fields, not only what validates.
+    BASELINES = {"released": SCHEMAS / "released", "published": SCHEMAS}
+
+    def mutated(self, name, change, baseline="released"):
+        """Runs the checker on a baseline's schemas against a copy of them with `change` applied to one."""
+        base = self.BASELINES[baseline]
         with tempfile.TemporaryDirectory() as tmp:
             current = pathlib.Path(tmp)
-            for p in (SCHEMAS / "released").glob("*.json"):
+            for p in base.glob("*.json"):
                 (current / p.name).write_text(p.read_text())
             if name is not None:
                 target = current / f"payments.charge.{name}.v1.json"
@@ -172,7 +265,7 @@ class Compatibility(unittest.TestCase):
                     target.unlink()
                 else:
                     target.write_text(json.dumps(s))
-            return check(current, SCHEMAS / "released")
+            return check(current, base)
 
     def test_each_breaking_change_fails_the_check(self):
         def remove_field(s):
@@ -202,10 +295,32 @@ class Compatibility(unittest.TestCase):
             "$id changed": ("needs_review", change_id),
             "event type removed": ("canceled", lambda s: "delete"),
         }
-        for what, (name, change) in breaking.items():
-            code, out = self.mutated(name, change)
-            self.assertEqual(code, 1, f"{what}: not reported")
-            self.assertIn(what, out)
+        def change_nested_field(s):
+            s["properties"]["resolution"]["properties"]["operator"]["maxLength"] = 20
+
+        def remove_nested_field(s):
+            del s["properties"]["resolution"]["properties"]["operator"]
+
+        # `resolution` came after v1 was released: its changes are tried on the published files only.
+        nested = {"maxLength lowered to 20": ("failed", change_nested_field),
+                  "field 'operator' removed": ("canceled", remove_nested_field)}
+        for baseline in self.BASELINES:
+            for what, (name, change) in (breaking | nested if baseline == "published" else breaking).items():
+                code, out = self.mutated(name, change, baseline)
+                self.assertEqual(code, 1, f"{what} ({baseline}): not reported")
+                self.assertIn(what, out, baseline)
+
+    def test_closing_a_published_schema_again_fails_the_check(self):
+        def close(s):
+            s["additionalProperties"] = False
+
+        def close_resolution(s):
+            s["properties"]["resolution"]["additionalProperties"] = False
+
+        for name, change in (("captured", close), ("captured", close_resolution)):
+            code, out = self.mutated(name, change, "published")
+            self.assertEqual(code, 1, name)
+            self.assertIn("additionalProperties closed", out)
 
     def test_compatible_changes_pass(self):
         def add_optional_field(s):
@@ -218,10 +333,11 @@ class Compatibility(unittest.TestCase):
             s["properties"]["order_id"]["maxLength"] = 512
             s["properties"]["amount"]["description"] = "reworded"
 
-        for name, change in (("captured", add_optional_field), ("needs_review", add_enum_value),
-                             ("initiated", loosen_and_document), (None, None)):
-            code, out = self.mutated(name, change)
-            self.assertEqual((code, out), (0, ""), name)
+        for baseline in self.BASELINES:
+            for name, change in (("captured", add_optional_field), ("needs_review", add_enum_value),
+                                 ("initiated", loosen_and_document), (None, None)):
+                code, out = self.mutated(name, change, baseline)
+                self.assertEqual((code, out), (0, ""), f"{name} ({baseline})")
 
 
 if __name__ == "__main__":
