@@ -188,6 +188,30 @@ fi
 has "$D" 'ConfigMap/rel-charge-outbox-charge-api:data.config.yaml.charge.deadline="1h"' "charge-api's deadline"
 has "$D" 'ConfigMap/rel-charge-outbox-reconciler:data.config.yaml.reconciler.deadline="1h"' "the reconciler's deadline"
 has "$E" "$rec:$cpod.containers.[].resources.requests.cpu=50m" "global.resources"
+# Every workload's requests and limits by default (values.yaml says where each figure comes from): a CPU
+# request and no CPU limit, a memory request and limit.
+prune=CronJob/rel-charge-outbox-audit-prune
+resources_are() {  # FLAT CONTAINER_PATH CPU_REQUEST MEMORY_REQUEST MEMORY_LIMIT WHAT
+  has "$1" "$2.resources.requests.cpu=$3" "$6's CPU request"
+  has "$1" "$2.resources.requests.memory=$4" "$6's memory request"
+  has "$1" "$2.resources.limits.memory=$5" "$6's memory limit"
+  hasnt "$1" "$2.resources.limits.cpu=" "$6's CPU limit"
+}
+resources_are "$D" "$api:$pod.containers.[]" 250m 64Mi 256Mi "charge-api"
+resources_are "$D" "$relay:$pod.containers.[]" 100m 64Mi 256Mi "outbox-relay"
+resources_are "$D" "$rec:$cpod.containers.[]" 100m 32Mi 128Mi "the reconciler"
+resources_are "$D" "$mig:$pod.containers.[]" 50m 32Mi 128Mi "the migration hook"
+resources_are "$D" "$prune:$cpod.containers.[]" 50m 32Mi 128Mi "audit-prune"
+out=$(render "${required[@]}" --set settlementProjection.enabled=true --set reconciler.window.enabled=true) ||
+  fail "rendering settlement-projection and the window report with their defaults: $out"
+optional_defaults=$(flat <<<"$out")
+resources_are "$optional_defaults" "$sp:$pod.containers.[]" 200m 256Mi 512Mi "settlement-projection"
+resources_are "$optional_defaults" "$sp:$pod.initContainers.[]" 200m 256Mi 512Mi "settlement-projection's migrate"
+resources_are "$optional_defaults" "$win:$cpod.containers.[]" 100m 256Mi 1Gi "the window report"
+# values-everything.yaml: the reconciler's own set to null, so global.resources applies; a component's own
+# partly overridden (its limits stay the chart's).
+resources_are "$E" "$rec:$cpod.containers.[]" 50m 64Mi 256Mi "the reconciler under global.resources"
+resources_are "$E" "$sp:$pod.containers.[]" 100m 128Mi 512Mi "settlement-projection's requests overridden"
 out=$(render "${required[@]}" --set global.image.tag=g --set reconciler.image.tag=own --set reconciler.resources.requests.cpu=9m \
   --set reconciler.cronjob.successfulJobsHistoryLimit=0 --set global.chargeDeadline=90m) || fail "rendering overrides: $out"
 O=$(flat <<<"$out")
