@@ -1,8 +1,9 @@
 // The metric names as a contract (docs/metrics.md): every metric the code registers is documented with
 // its type, every documented one is registered, each follows the naming rule (one prefix per component,
 // counters and only counters end in `_total`), every label key the code uses is in the documented label
-// vocabulary, and no name listed as renamed is still read anywhere (alerts, dashboards, bench scripts,
-// tests, docs). Needs nothing but the source tree (SOURCE_ROOT) and git, for the list of its files.
+// vocabulary, every HELP text is a string literal that opens its row's meaning word for word, and no
+// name listed as renamed is still read anywhere (alerts, dashboards, bench scripts, tests, docs). Needs
+// nothing but the source tree (SOURCE_ROOT) and git, for the list of its files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -56,6 +58,7 @@ const std::regex kLabelKey(R"x(\{"([a-z_]+)",\s)x");
 struct Registered {
   std::string kind;
   std::string file;
+  std::optional<std::string> help;  // the HELP text, when it is a string literal
 };
 
 template <typename F>
@@ -69,6 +72,46 @@ std::string Lower(std::string s) {
 }
 
 bool IsWord(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// The string literal(s) at `at`, after blanks and line comments: adjacent literals concatenated, the
+// escapes a HELP text may hold undone. nullopt when the text there is no literal (a variable, a call).
+std::optional<std::string> LiteralAt(const std::string& text, std::size_t at) {
+  auto skip_blanks = [&] {
+    while (at < text.size()) {
+      if (std::isspace(static_cast<unsigned char>(text[at])) != 0) {
+        ++at;
+      } else if (text.compare(at, 2, "//") == 0) {
+        at = text.find('\n', at);
+        if (at == std::string::npos) at = text.size();
+      } else {
+        break;
+      }
+    }
+  };
+  std::optional<std::string> value;
+  for (skip_blanks(); at < text.size() && text[at] == '"'; skip_blanks()) {
+    if (!value) value.emplace();
+    for (++at; at < text.size() && text[at] != '"'; ++at) {
+      if (text[at] != '\\' || at + 1 == text.size()) {
+        value->push_back(text[at]);
+      } else {
+        ++at;
+        value->push_back(text[at] == 'n' ? '\n' : text[at]);  // \" \\ \' and \n
+      }
+    }
+    if (at < text.size()) ++at;  // the closing quote
+  }
+  return value;
+}
+
+// The HELP text of a registration whose name literal ends at `at`: the next argument of a helper
+// (`, "help"`), or the builder's `.Help("help")`.
+std::optional<std::string> HelpAfter(const std::string& text, std::size_t at, bool builder) {
+  const std::string_view lead = builder ? ".Help(" : ",";
+  while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at])) != 0) ++at;
+  if (text.compare(at, lead.size(), lead) != 0) return std::nullopt;
+  return LiteralAt(text, at + lead.size());
+}
 
 // The files git knows under `paths` of the tree (tracked, or new and not ignored).
 std::vector<std::string> GitFiles(const std::string& paths) {
@@ -109,9 +152,14 @@ const std::map<std::string, Registered>& RegisteredMetrics() {
     std::map<std::string, Registered> found;
     for (const auto& [rel, text] : MetricSources()) {
       for (const auto* re : {&kBuild, &kHelper}) {
-        ForEachMatch(text, *re, [&](const std::smatch& m) { found[m[2]] = {Lower(m[1]), rel}; });
+        ForEachMatch(text, *re, [&](const std::smatch& m) {
+          const auto end = static_cast<std::size_t>(m.position(0) + m.length(0));
+          found[m[2]] = {Lower(m[1]), rel, HelpAfter(text, end, re == &kBuild)};
+        });
       }
-      ForEachMatch(text, kHelperGauge, [&](const std::smatch& m) { found[m[1]] = {"gauge", rel}; });
+      ForEachMatch(text, kHelperGauge, [&](const std::smatch& m) {
+        found[m[1]] = {"gauge", rel, HelpAfter(text, static_cast<std::size_t>(m.position(0) + m.length(0)), false)};
+      });
     }
     return found;
   }();
@@ -120,18 +168,43 @@ const std::map<std::string, Registered>& RegisteredMetrics() {
 
 std::map<std::string, std::string> DocSections() { return MarkdownSections(ReadText(kRoot / kDoc)); }
 
-// {name: type} of every metric in a component table (a row: name, type, labels, meaning).
-std::map<std::string, std::string> DocumentedMetrics() {
+// {name: row cells} of every metric in a component table (a row: name, type, labels, meaning).
+std::map<std::string, std::vector<std::string>> DocumentedRows() {
   static const std::regex name("`([a-z_]+)`");
-  std::map<std::string, std::string> found;
+  std::map<std::string, std::vector<std::string>> found;
   for (const auto& [heading, text] : DocSections()) {
     if (heading.starts_with("Renamed") || heading.starts_with("The naming rule")) continue;
     for (const auto& cells : MarkdownRows(text)) {
       std::smatch m;
-      if (cells.size() == 4 && std::regex_match(cells[0], m, name)) found[m[1]] = cells[1];
+      if (cells.size() == 4 && std::regex_match(cells[0], m, name)) found[m[1]] = cells;
     }
   }
   return found;
+}
+
+// {name: type} of every documented metric.
+std::map<std::string, std::string> DocumentedMetrics() {
+  std::map<std::string, std::string> found;
+  for (const auto& [name, cells] : DocumentedRows()) found[name] = cells[1];
+  return found;
+}
+
+// Where a HELP text and its row's meaning differ, or "" when the meaning opens with the HELP text: the
+// same words, backticks aside (Markdown code spans), the first letter's case aside (a HELP text is a
+// sentence, a table cell is not), and ending where a word or a clause ends, so that the row may go on
+// with more (defaults, how to read it, links) but not change what the HELP says.
+std::string HelpMismatch(const std::string& help, std::string meaning) {
+  std::erase(meaning, '`');
+  if (help.empty()) return "the HELP text is empty";
+  const bool opens = meaning.size() >= help.size() &&
+                     std::tolower(static_cast<unsigned char>(meaning[0])) ==
+                         std::tolower(static_cast<unsigned char>(help[0])) &&
+                     meaning.compare(1, help.size() - 1, help, 1) == 0;
+  if (!opens) return "the row's meaning does not open with the HELP text";
+  if (meaning.size() > help.size() && std::string_view(" ,.;:(").find(meaning[help.size()]) == std::string_view::npos) {
+    return "the HELP text stops in the middle of a word of the row";
+  }
+  return "";
 }
 
 TEST(MetricNames, TheScanFindsEveryComponent) {
@@ -161,6 +234,38 @@ TEST(MetricNames, EveryDocumentedMetricIsRegistered) {
   }
 }
 
+TEST(MetricNames, EveryHelpTextOpensItsRowWordForWord) {
+  // What `# HELP` says on /metrics (or in the Pushgateway) is what docs/metrics.md says: the row's
+  // meaning opens with it. The row may say more; it may not say something else.
+  const auto rows = DocumentedRows();
+  int compared = 0;
+  for (const auto& [name, registered] : RegisteredMetrics()) {
+    if (!registered.help) {
+      ADD_FAILURE() << name << " (" << registered.file << "): its HELP is not a string literal, which this test "
+                    << "cannot read: write it as one";
+      continue;
+    }
+    const auto row = rows.find(name);
+    if (row == rows.end()) continue;  // EveryRegisteredMetricIsDocumentedWithItsType reports it
+    const std::string mismatch = HelpMismatch(*registered.help, row->second[3]);
+    EXPECT_EQ(mismatch, "") << name << ": " << registered.file << " says\n  \"" << *registered.help << "\"\n"
+                            << kDoc << " says\n  \"" << row->second[3] << "\"";
+    ++compared;
+  }
+  EXPECT_GE(compared, 40) << "the scan compared fewer HELP texts than the product registers";
+}
+
+TEST(MetricNames, TheHelpComparisonCatchesAChangedText) {
+  // The rule itself, on texts whose answer is known.
+  EXPECT_EQ(HelpMismatch("Events this relay parked", "events this relay parked"), "");
+  EXPECT_EQ(HelpMismatch("Charges in needs_review", "charges in `needs_review`, by `reason`"), "");
+  EXPECT_NE(HelpMismatch("Charges still pending past the configured deadline",
+                         "charges still `pending` past `charge.pending_overdue_after` (10 m)"),
+            "");
+  EXPECT_NE(HelpMismatch("Events this relay", "events this relayed"), "");
+  EXPECT_NE(HelpMismatch("", "anything"), "");
+}
+
 TEST(MetricNames, OnePrefixPerComponent) {
   for (const auto& [name, registered] : RegisteredMetrics()) {
     const std::string& rel = registered.file;
@@ -181,7 +286,8 @@ TEST(MetricNames, OnePrefixPerComponent) {
 TEST(MetricNames, CountersAndOnlyCountersEndInTotal) {
   static const std::regex not_base_unit("_(ms|milliseconds|millis|kb|mb)(_|$)");
   for (const auto& [name, registered] : RegisteredMetrics()) {
-    const auto& [kind, rel] = registered;
+    const std::string& kind = registered.kind;
+    const std::string& rel = registered.file;
     EXPECT_EQ(kind == "counter", name.ends_with("_total")) << name << " is a " << kind << " (" << rel << ")";
     EXPECT_FALSE(std::regex_search(name, not_base_unit)) << name << " (" << rel << "): not a base unit";
     if (kind == "histogram" && name.find("duration") != std::string::npos) {

@@ -111,16 +111,18 @@ InboxProbe::InboxProbe(metrics::Registry& registry)
       batch_failures_(metrics::Counter(registry, "inbox_batch_failures_total",
                                        "Batch transactions that failed and were tried again")),
       commit_failures_(metrics::Counter(registry, "inbox_offset_commit_failures_total",
-                                        "Kafka offset commits that failed (the next one covers them; re-deliveries are deduplicated)")),
+                                        "Kafka offset commits that failed: harmless alone "
+                                        "(the next one covers them; re-deliveries are recognised)")),
       batch_seconds_(metrics::Histogram(registry, "inbox_batch_duration_seconds",
                                         "Time to apply one batch: the transaction, the handler's work included",
                                         metrics::LatencyBuckets())),
       lag_(metrics::Gauge(registry, "inbox_consumer_lag_messages",
-                          "Messages on the assigned partitions not yet applied (high watermark minus position)")),
+                          "Messages on this instance's partitions not yet applied (high watermark minus position)")),
       held_now_(metrics::Gauge(registry, "inbox_held_events",
-                               "Events held past a gap, waiting for the events before them")),
+                               "Events held past a gap now, waiting for the ones before them")),
       expired_kept_(metrics::Gauge(registry, "inbox_expired_events",
-                                   "Events not applied because they were too old, kept in inbox_expired for a person")),
+                                   "Rows in inbox_expired: events not applied because they were too old, "
+                                   "for a person to look at")),
       assigned_(metrics::Gauge(registry, "inbox_assigned_partitions",
                                "Partitions of the topic assigned to this instance")) {}
 

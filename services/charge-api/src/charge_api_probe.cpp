@@ -6,36 +6,37 @@ namespace charge_outbox::charge_api {
 
 ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
     : requests_(metrics::CounterFamily(registry, "charge_api_http_requests_total",
-                                       "HTTP requests by route, method and status")),
+                                       "HTTP requests answered, both ports, by route, method and status")),
       request_latency_(metrics::HistogramFamily(registry, "charge_api_http_request_duration_seconds",
                                                 "HTTP request latency by route, from the first byte read to the reply")),
       charges_(metrics::CounterFamily(registry, "charge_api_charges_total",
-                                      "Charges answered, by outcome (captured, declined, failed, pending, needs_review)")),
+                                      "Charges answered, by the status they were answered with")),
       replays_(metrics::Counter(registry, "charge_api_idempotent_replays_total",
                                 "Repeated requests answered with the stored first response")),
       in_flight_conflicts_(metrics::Counter(registry, "charge_api_in_flight_conflicts_total",
                                             "Repeated requests refused with 409 while the first was still running")),
       acquirer_calls_(metrics::CounterFamily(registry, "charge_api_acquirer_calls_total",
-                                             "Acquirer calls by operation, outcome and evidence class")),
+                                             "Acquirer calls, each attempt counted, by operation, outcome and evidence class")),
       acquirer_latency_(metrics::HistogramFamily(registry, "charge_api_acquirer_call_duration_seconds",
-                                                 "Acquirer call latency by operation and evidence class")),
+                                                 "Acquirer call latency, each attempt timed, by operation and evidence class")),
       pending_overdue_(metrics::Gauge(registry, "charges_pending_overdue",
-                                      "Charges still pending past the configured deadline")),
+                                      "Charges still pending past charge.pending_overdue_after (not charge.deadline), "
+                                      "counted in the charges table")),
       needs_review_(metrics::GaugeFamily(registry, "charges_needs_review",
-                                         "Charges in needs_review, waiting for a person's decision, by reason")),
+                                         "Charges in needs_review, waiting for a person's decision")),
       auth_lookups_(metrics::CounterFamily(registry, "charge_api_auth_lookups_total",
-                                           "API keys looked up in the database (not answered from memory), by outcome")),
+                                           "API keys looked up in the database (not answered from memory)")),
       refused_(metrics::CounterFamily(registry, "charge_api_refused_requests_total",
-                                      "Requests refused with 429 before any work, by reason")),
+                                      "Requests refused with 429 before any work")),
       auth_cache_entries_(metrics::GaugeFamily(registry, "charge_api_auth_cache_entries",
-                                               "API key hashes remembered, by answer (valid, unknown)")),
+                                               "API key hashes remembered")),
       refusals_held_(metrics::Counter(registry, "charge_api_refusals_held_total",
-                                      "Answers to anonymous clients (no route, method, key) held to pace their client")),
+                                      "Answers to anonymous clients (no route, method or key) held to pace their client")),
       late_records_(metrics::Gauge(registry, "charge_api_late_records",
-                                   "Facts answered to a client but not yet on record (nothing sent), being retried")),
+                                   "Facts a client was answered on but the database has not taken yet, retried until written")),
       unflagged_contradictions_(metrics::Counter(
           registry, "charge_api_unflagged_contradictions_total",
-          "Acquirer proofs contradicting the recorded state that could not be flagged for review")) {
+          "Acquirer proofs against a state another actor recorded first whose review flag could not be written")) {
   // Every label value is known up front: the series exist (at 0) before the first event.
   for (const char* outcome : {"found", "unknown", "error"}) auth_lookups_.Add({{"outcome", outcome}});
   for (const char* reason : {"failed_auth_limit", "merchant_rate_limit"}) refused_.Add({{"reason", reason}});

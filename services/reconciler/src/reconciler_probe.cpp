@@ -24,7 +24,7 @@ void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::tim
   gauge("reconciler_last_run_examined_charges", "Charges the last run looked at", d(s.examined));
   auto& resolved =
       metrics::GaugeFamily(*registry_, "reconciler_last_run_resolved_charges",
-                           "Charges the last run moved out of pending (window: flagged for review), by outcome");
+                           "Charges the last run moved out of pending (a window report: flagged for review)");
   resolved.Add({{"outcome", "captured"}}).Set(d(s.captured));
   resolved.Add({{"outcome", "failed"}}).Set(d(s.failed));
   resolved.Add({{"outcome", "canceled"}}).Set(d(s.canceled));
@@ -33,14 +33,14 @@ void ReconcilerProbe::Record(const RunSummary& s, std::chrono::system_clock::tim
         d(s.still_pending));
   gauge("reconciler_last_run_already_resolved_charges",
         "Charges resolved by someone else while the last run worked on them", d(s.already_resolved));
-  gauge("reconciler_last_run_errors", "Errors in the last run (no usable acquirer answer, database failures)",
+  gauge("reconciler_last_run_errors", "Errors in the last run: no usable acquirer answer, database failures",
         d(s.errors));
   gauge("reconciler_last_run_duration_seconds", "How long the last run took",
         std::chrono::duration<double>(s.duration).count());
   gauge("reconciler_last_run_timestamp_seconds", "When the last run finished", Seconds(finished_at));
   if (s.mode == RunMode::kWindow) {
     auto& family = metrics::GaugeFamily(*registry_, "reconciler_last_run_discrepancies",
-                                        "Discrepancies the last window report found, by kind");
+                                        "Discrepancies the last window report found");
     for (const auto& [kind, count] : s.discrepancies) family.Add({{"kind", kind}}).Set(d(count));
   }
   // Each kind of run pushes only its own pair; POST leaves the other pair in place. So the series always

@@ -40,7 +40,7 @@ struct ProjectionApp::Parts {
         inbox_probe(*registry),
         skipped(prometheus::BuildCounter()
                     .Name("settlement_projection_events_skipped_total")
-                    .Help("Events applied by the inbox whose payload the projection could not use (logged)")
+                    .Help("Events the inbox applied whose payload the projection could not use")
                     .Register(*registry)
                     .Add({})),
         handler([this](const inbox::ChargeEvent& e) {
