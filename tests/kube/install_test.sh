@@ -7,6 +7,8 @@
 #   - the reconciler CronJob: a Job on schedule, and no second one while it runs (Forbid);
 #   - an upgrade with a changed config rolls the Deployments;
 #   - a knob rendered under the wrong key fails the install;
+#   - a missing Secret, or one without its key, fails the install within seconds, naming each and the
+#     command that makes it, and creates nothing; helm template and a client dry run still render;
 #   - uninstall leaves nothing behind.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -171,6 +173,10 @@ kubectl -n everything create secret generic settlement-database \
   --from-literal=url=postgresql://settlement:secret@postgres.example:5432/settlement >/dev/null
 kubectl -n everything create secret generic settlement-kafka --from-literal=sasl-password=test-password >/dev/null
 create_secrets misplaced
+# A namespace without the acquirer's Secret, whose database Secret holds the URL under another key.
+kubectl create namespace nosecrets >/dev/null
+kubectl -n nosecrets create secret generic charge-outbox-database \
+  --from-literal=url=postgresql://charge:secret@postgres.example:5432/charge >/dev/null
 list_objects cluster >"$state/cluster-before"
 list_objects defaults >"$state/defaults-before"
 list_objects everything >"$state/everything-before"
@@ -194,6 +200,41 @@ if [[ -f $everything_values ]]; then
 else
   fail "no $everything_values: the install with every optional object on cannot run"
 fi
+
+step "a missing Secret fails the install at once, naming it"
+# Without the check, the migration hook's pod waits in CreateContainerConfigError until helm's timeout.
+# Here (made with the other namespaces above) the database Secret holds its URL under another key and
+# the acquirer's does not exist.
+refused_within=20
+install_started=$SECONDS
+if "$helm" install nosecrets "$chart" -n nosecrets "${required_values[@]}" --wait --timeout 120s \
+  >"$state/install-nosecrets.out" 2>&1; then
+  fail "helm install without the acquirer's Secret and the database URL's key succeeded"
+fi
+install_seconds=$((SECONDS - install_started))
+((install_seconds <= refused_within)) ||
+  fail "helm install without its Secrets took ${install_seconds}s to fail (at most ${refused_within}s): $(cat "$state/install-nosecrets.out")"
+for expected in 'namespace nosecrets lacks what the release reads' \
+  'Secret charge-outbox-database has no key database-url (global.databaseSecret.key' 'its keys: url)' \
+  'kubectl -n nosecrets create secret generic charge-outbox-database --from-literal=database-url="$DATABASE_URL"' \
+  'Secret charge-outbox-acquirer does not exist (global.acquirer.apiKeySecret.name' \
+  'kubectl -n nosecrets create secret generic charge-outbox-acquirer --from-literal=api-key="$ACQUIRER_API_KEY"'; do
+  grep -qF -- "$expected" "$state/install-nosecrets.out" ||
+    fail "the refused install does not say '$expected': $(cat "$state/install-nosecrets.out")"
+done
+[[ -z $("$helm" list -n nosecrets -a -q) ]] || fail "the refused install left a release behind"
+[[ -z $(kubectl -n nosecrets get jobs,pods,deployments,cronjobs -o name) ]] ||
+  fail "the refused install created objects: $(kubectl -n nosecrets get jobs,pods,deployments,cronjobs -o name | paste -sd' ' -)"
+say "nosecrets: refused after ${install_seconds}s: $(grep -c 'make it: kubectl' "$state/install-nosecrets.out") Secrets to make, each with its command"
+# A server dry run asks the cluster too; helm template and a client dry run reach none and still render.
+"$helm" install nosecrets "$chart" -n nosecrets "${required_values[@]}" --dry-run=server >"$state/dry-run-server.out" 2>&1 &&
+  fail "a server dry run without the Secrets succeeded"
+grep -qF 'Secret charge-outbox-acquirer does not exist' "$state/dry-run-server.out" ||
+  fail "the server dry run failed for another reason: $(cat "$state/dry-run-server.out")"
+"$helm" template nosecrets "$chart" -n nosecrets "${required_values[@]}" >"$state/template-nosecrets.out" 2>&1 ||
+  fail "helm template (no cluster) refused the missing Secrets: $(cat "$state/template-nosecrets.out")"
+"$helm" install nosecrets "$chart" -n nosecrets "${required_values[@]}" --dry-run >"$state/dry-run-client.out" 2>&1 ||
+  fail "a client dry run refused the missing Secrets: $(cat "$state/dry-run-client.out")"
 
 step "a knob under the wrong key fails the install"
 # The post-renderer moves the CronJob's concurrencyPolicy into its jobTemplate's spec, where a Job has
