@@ -12,6 +12,7 @@
 #include "admin_config.hpp"
 #include "charge_outbox/acquirer/http_acquirer_client.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/charges/orphan_capture_store.hpp"
 #include "charge_outbox/charges/review_store.hpp"
 #include "charge_outbox/merchants/merchant_store.hpp"
 #include "charge_outbox/util/file_output.hpp"
@@ -56,11 +57,12 @@ class AdminDaemon final : public app::Daemon {
     auto charges = charges::MakePgChargeStore(database);
     auto review = charges::MakePgReviewStore(database);
     auto merchant_store = merchants::MakePgMerchantStore(database);
+    auto orphans = charges::MakePgOrphanCaptureStore(database);
     acquirer::HttpAcquirerClient acquirer_client(io.get_executor(), config_.acquirer);
     util::AsioClock clock;
     const acquirer::RetryPolicy policy(config_.acquirer.retry, std::make_shared<util::Mt19937RandomSource>());
     std::ostringstream out;
-    Tools tools{*charges, *review, *merchant_store, acquirer_client, policy, clock, out, std::cerr};
+    Tools tools{*charges, *review, *merchant_store, *orphans, acquirer_client, policy, clock, out, std::cerr};
     std::optional<int> status;
     asio::co_spawn(io, RunCommand(tools, command_), [&](std::exception_ptr failure, int value) {
       if (failure) {

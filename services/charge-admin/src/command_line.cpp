@@ -33,6 +33,11 @@ std::string ChargeUuid(const std::string& text) {
   Usage("'" + text.substr(0, 80) + "' is not a charge id (ch_ and 32 hex digits, or a uuid)");
 }
 
+std::string OrderId(const std::string& value) {
+  if (value.empty() || value.size() > kMaxOrder) Usage("--order needs an order id (1 to 255 bytes)");
+  return value;
+}
+
 // A name or a reason a person typed, as the audit trail takes it.
 std::string Text(const std::string& flag, const std::string& value, std::size_t max) {
   if (const auto problem = util::OperatorTextProblem(value, max)) Usage(flag + " " + *problem);
@@ -120,6 +125,73 @@ CommandLine ParseMerchantCommand(CommandLine cl, const std::vector<std::string>&
   return cl;
 }
 
+int ParseLimit(const std::string& limit) {
+  int n = 0;
+  try {
+    std::size_t used = 0;
+    n = std::stoi(limit, &used);
+    if (used != limit.size()) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    Usage("--limit needs a whole number");
+  }
+  if (n < 1 || n > 10'000) Usage("--limit must be between 1 and 10000");
+  return n;
+}
+
+// An acquirer's capture id: it goes into the void's path, so letters, digits, '_' and '-' only.
+bool IsCaptureId(const std::string& s) {
+  if (s.empty() || s.size() > 100) return false;
+  for (const char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+CommandLine ParseOrphanCommand(CommandLine cl, const std::vector<std::string>& args) {
+  using Command = CommandLine::Command;
+  std::optional<std::string> limit;
+  bool by_seen = false, reason_seen = false, capture_seen = false;
+  ForEachArgument(args, [&](const std::string& arg, const auto& value) {
+    if (SharedFlag(arg, value, cl)) return;
+    if (arg == "--order") {
+      cl.order_id = OrderId(value());
+    } else if (arg == "--limit") {
+      limit = value();
+    } else if (arg == "--all") {
+      cl.all = true;
+    } else if (arg == "--reason") {
+      cl.reason = Text("--reason", value(), kMaxReason);
+      reason_seen = true;
+    } else if (arg == "--by") {
+      cl.by = Text("--by", value(), kMaxName);
+      by_seen = true;
+    } else if (!arg.empty() && arg[0] != '-' && !capture_seen) {
+      if (!IsCaptureId(arg)) Usage("'" + arg.substr(0, 80) + "' is not an acquirer capture id (orphan list shows them)");
+      cl.capture_id = arg;
+      capture_seen = true;
+    } else {
+      Usage("unexpected argument '" + arg.substr(0, 80) + "'");
+    }
+  });
+  const bool list = cl.command == Command::kOrphanList;
+  const bool changes = cl.command == Command::kOrphanVoid || cl.command == Command::kOrphanAdopt;
+  const bool adopt = cl.command == Command::kOrphanAdopt;
+  if (list && capture_seen) Usage("orphan list takes no capture id: orphan show CAPTURE_ID shows one");
+  if (!list && !capture_seen) Usage("this command needs the capture id, as orphan list shows it");
+  if (!list && (cl.all || limit)) Usage("--all and --limit belong to orphan list");
+  if (limit) cl.limit = ParseLimit(*limit);
+  if (!changes && (by_seen || reason_seen)) Usage("a list or a show changes nothing: no --by or --reason");
+  if (changes && !by_seen) Usage("this command needs --by NAME: who made the change is on record");
+  if (changes && !reason_seen) Usage("this command needs --reason TEXT: why is on record");
+  if (changes && cl.json) Usage("orphan void and orphan adopt have no --json");
+  if (adopt && !cl.merchant_id) {
+    Usage("orphan adopt needs --merchant UUID: the merchant whose money it is (the capture's key names it)");
+  }
+  if (adopt && !cl.order_id) Usage("orphan adopt needs --order ORDER_ID: the merchant's order the money paid for");
+  if (!adopt && (cl.merchant_id || cl.order_id)) Usage("--merchant and --order belong to orphan adopt");
+  return cl;
+}
+
 }  // namespace
 
 CommandLine ParseCommandLine(const std::vector<std::string>& args) {
@@ -136,6 +208,16 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
     if (noun == words.first && verb == words.second) {
       cl.command = command;
       return ParseMerchantCommand(std::move(cl), args);
+    }
+  }
+  static const std::pair<std::string_view, Command> kOrphanCommands[] = {{"list", Command::kOrphanList},
+                                                                         {"show", Command::kOrphanShow},
+                                                                         {"void", Command::kOrphanVoid},
+                                                                         {"adopt", Command::kOrphanAdopt}};
+  for (const auto& [word, command] : kOrphanCommands) {
+    if (noun == "orphan" && verb == word) {
+      cl.command = command;
+      return ParseOrphanCommand(std::move(cl), args);
     }
   }
   if (noun == "review" && verb == "list") {
@@ -159,8 +241,7 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
       cl.key = value();
       if (cl.key->empty() || cl.key->size() > kMaxKey) Usage("--key needs an idempotency key (1 to 255 bytes)");
     } else if (arg == "--order") {
-      cl.order_id = value();
-      if (cl.order_id->empty() || cl.order_id->size() > kMaxOrder) Usage("--order needs an order id (1 to 255 bytes)");
+      cl.order_id = OrderId(value());
     } else if (arg == "--reason" && cl.command == CommandLine::Command::kReviewList) {
       cl.reason_filter = value();
       if (cl.reason_filter->empty() || cl.reason_filter->size() > 100) Usage("--reason needs a failure reason");
@@ -210,16 +291,7 @@ CommandLine ParseCommandLine(const std::vector<std::string>& args) {
       cl.older_than = config::ParseDuration(*older_than);
       if (!cl.older_than) Usage("--older-than '" + older_than->substr(0, 40) + "' is not a duration (30m, 24h)");
     }
-    if (limit) {
-      try {
-        std::size_t used = 0;
-        cl.limit = std::stoi(*limit, &used);
-        if (used != limit->size()) throw std::invalid_argument("trailing");
-      } catch (const std::exception&) {
-        Usage("--limit needs a whole number");
-      }
-      if (cl.limit < 1 || cl.limit > 10'000) Usage("--limit must be between 1 and 10000");
-    }
+    if (limit) cl.limit = ParseLimit(*limit);
     return cl;
   }
   // The other commands are about one charge (charge find: or an order's charges).

@@ -24,12 +24,17 @@ inline constexpr const char* kUsage =
     "  key list --merchant UUID  [--json]\n"
     "  key rotate --merchant UUID --prefix PREFIX [--overlap 24h] --reason TEXT --by NAME  [--json]\n"
     "  key revoke --merchant UUID --prefix PREFIX --reason TEXT --by NAME\n"
+    "  orphan list [--all] [--limit N] [--json]   (captures without a charge of ours, as the acquirer has them now)\n"
+    "  orphan show CAPTURE_ID [--json]\n"
+    "  orphan void CAPTURE_ID --reason TEXT --by NAME\n"
+    "  orphan adopt CAPTURE_ID --merchant UUID --order ORDER_ID --reason TEXT --by NAME\n"
     "exit status: 0 done (or already so), 1 refused or failed (nothing changed), 2 bad arguments\n";
 
 struct CommandLine {
   enum class Command {
     kReviewList, kReviewShow, kReviewResolve, kChargeFind, kAuditPrune,
-    kMerchantAdd, kMerchantList, kKeyIssue, kKeyList, kKeyRotate, kKeyRevoke
+    kMerchantAdd, kMerchantList, kKeyIssue, kKeyList, kKeyRotate, kKeyRevoke,
+    kOrphanList, kOrphanShow, kOrphanVoid, kOrphanAdopt
   };
   Command command = Command::kReviewList;
   bool json = false;
@@ -51,6 +56,9 @@ struct CommandLine {
   std::string name;                     // merchant add
   std::string prefix;                   // key rotate, key revoke: the key's prefix, as key list shows it
   std::chrono::milliseconds overlap{};  // key rotate: how long the old key keeps working
+  // orphan commands (merchant_id, order_id, limit, by and reason above are theirs too)
+  std::string capture_id;  // the acquirer's capture id, as orphan list shows it
+  bool all = false;        // orphan list: the settled ones too
 };
 
 

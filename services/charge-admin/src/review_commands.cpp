@@ -6,6 +6,7 @@
 #include "charge_outbox/charges/attempt_recorder.hpp"
 #include "charge_outbox/db/retry.hpp"
 #include "merchant_commands.hpp"
+#include "orphan_commands.hpp"
 #include "resolution.hpp"
 #include "timeline.hpp"
 
@@ -292,6 +293,8 @@ asio::awaitable<int> Prune(Tools& t, const CommandLine& cl) {
 
 asio::awaitable<int> RunCommand(Tools tools, const CommandLine& command) {
   const MerchantTools merchant_tools{tools.merchants, DrawApiKey, tools.out, tools.err};
+  const OrphanTools orphan_tools{tools.orphans, tools.review, tools.acquirer, tools.policy,
+                                 tools.clock,   tools.out,    tools.err};
   switch (command.command) {
     case CommandLine::Command::kReviewList: co_return co_await List(tools, command);
     case CommandLine::Command::kReviewShow: co_return co_await Show(tools, command);
@@ -304,6 +307,10 @@ asio::awaitable<int> RunCommand(Tools tools, const CommandLine& command) {
     case CommandLine::Command::kKeyRotate: co_return co_await NewKey(merchant_tools, command);
     case CommandLine::Command::kKeyList: co_return co_await ListKeys(merchant_tools, command);
     case CommandLine::Command::kKeyRevoke: co_return co_await RevokeKey(merchant_tools, command);
+    case CommandLine::Command::kOrphanList: co_return co_await ListOrphans(orphan_tools, command);
+    case CommandLine::Command::kOrphanShow: co_return co_await ShowOrphan(orphan_tools, command);
+    case CommandLine::Command::kOrphanVoid: co_return co_await VoidOrphan(orphan_tools, command);
+    case CommandLine::Command::kOrphanAdopt: co_return co_await AdoptOrphan(orphan_tools, command);
   }
   co_return kNotDone;
 }

@@ -10,6 +10,7 @@
 #include "charge_outbox/acquirer/acquirer_client.hpp"
 #include "charge_outbox/acquirer/retry_policy.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/charges/orphan_capture_store.hpp"
 #include "charge_outbox/charges/review_store.hpp"
 #include "charge_outbox/merchants/merchant_store.hpp"
 #include "charge_outbox/util/clock.hpp"
@@ -21,6 +22,7 @@ struct Tools {
   charges::ChargeStore& charges;
   charges::ReviewStore& review;
   merchants::MerchantStore& merchants;
+  charges::OrphanCaptureStore& orphans;
   acquirer::AcquirerClient& acquirer;
   const acquirer::RetryPolicy& policy;
   util::Clock& clock;

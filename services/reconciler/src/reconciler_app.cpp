@@ -18,6 +18,7 @@
 
 #include "charge_outbox/acquirer/http_acquirer_client.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/charges/orphan_capture_store.hpp"
 #include "charge_outbox/charges/reconciliation_store.hpp"
 #include "charge_outbox/db/database.hpp"
 #include "charge_outbox/log/log.hpp"
@@ -69,6 +70,7 @@ struct ReconcilerApp::Parts {
         database(config.database_url, config.database),
         charges(charges::MakePgChargeStore(database)),
         store(charges::MakePgReconciliationStore(database)),
+        orphans(charges::MakePgOrphanCaptureStore(database)),
         acquirer_client(io.get_executor(), config.acquirer),
         policy(config.acquirer.retry, std::make_shared<util::Mt19937RandomSource>()),
         owner_id("reconciler/" + config.instance_id + "/" + acquirer::NewRequestId()) {}
@@ -117,6 +119,7 @@ struct ReconcilerApp::Parts {
   db::Database database;
   std::unique_ptr<charges::ChargeStore> charges;
   std::unique_ptr<charges::ReconciliationStore> store;
+  std::unique_ptr<charges::OrphanCaptureStore> orphans;
   acquirer::HttpAcquirerClient acquirer_client;
   util::AsioClock clock;
   acquirer::RetryPolicy policy;
@@ -171,7 +174,7 @@ int ReconcilerApp::RunWindow(const CommandLine& command, int report_fd) {
                               ? TrailingWindow(p.clock.WallNow(), *command.last, sweep.decision.visibility_window)
                               : Window{command.from, command.to};
   const auto& output = command.output;
-  WindowReconciliation window({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock},
+  WindowReconciliation window({*p.charges, *p.store, *p.orphans, p.acquirer_client, p.policy, p.clock},
                               {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease,
                                sweep.decision.visibility_window});
   std::optional<WindowResult> result;

@@ -145,6 +145,7 @@ json::object DiscrepancyJson(const Discrepancy& d) {
   if (d.charge) o["local"] = ChargeJson(*d.charge);
   if (d.capture) o["acquirer"] = CaptureJson(*d.capture);
   o["flagged"] = d.flagged;
+  if (d.recorded) o["recorded"] = *d.recorded;
   return o;
 }
 

@@ -32,6 +32,9 @@ struct Discrepancy {
   // kMismatch: what differs, among "amount", "currency", "status", "capture_id", "idempotency_key".
   std::vector<std::string> fields;
   bool flagged = false;  // this run moved the charge to needs_review
+  // kCaptureWithoutLocalRecord on a settled window: kept for a person (orphan_captures), with its status
+  // there ("open", or "voided"/"adopted" once a person settled it).
+  std::optional<std::string> recorded;
 };
 
 struct WindowComparison {

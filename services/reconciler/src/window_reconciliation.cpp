@@ -160,8 +160,14 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
     }
   }
 
+  int orphans_recorded = 0;
   for (auto& discrepancy : comparison.discrepancies) {
-    if (settled) co_await Flag(discrepancy, summary);
+    if (settled && discrepancy.kind == DiscrepancyKind::kCaptureWithoutLocalRecord) {
+      co_await Keep(discrepancy, from, to, summary);
+      if (discrepancy.recorded) ++orphans_recorded;
+    } else if (settled) {
+      co_await Flag(discrepancy, summary);
+    }
     ++summary.discrepancies[std::string(ToString(discrepancy.kind))];
   }
   if (!settled && !comparison.discrepancies.empty()) {
@@ -180,12 +186,35 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
   report["discrepancies"] = std::move(discrepancies);
   report["unverified"] = std::move(unverified);
   report["flagged"] = summary.needs_review;
+  report["orphans_recorded"] = orphans_recorded;
   finish();
   co_return result;
 }
 
+// A capture without a charge of ours has nothing of ours to flag: it is kept for a person, who voids or
+// adopts it with charge-admin (docs/operations.md). Only on a settled window, like a flag.
+asio::awaitable<void> WindowReconciliation::Keep(Discrepancy& orphan, std::chrono::system_clock::time_point from,
+                                                 std::chrono::system_clock::time_point to, RunSummary& summary) {
+  const auto& capture = *orphan.capture;
+  const auto record_call = [&] { return deps_.orphans.Record(capture, from, to); };
+  const auto recorded = co_await db::WithDbRetries(record_call);
+  if (!recorded) {
+    ++summary.errors;
+    spdlog::error("capture {} ({} {}, reference {}) has no charge of ours, and keeping it for a person failed: {}",
+                  capture.id, capture.amount, capture.currency, capture.reference.substr(0, 80),
+                  recorded.error().detail);
+    co_return;
+  }
+  orphan.recorded = std::string(charges::ToString(*recorded));
+  if (*recorded == charges::OrphanStatus::kOpen) {
+    spdlog::warn("capture {} ({} {}, reference {}) has no charge of ours: kept for a person (charge-admin orphan "
+                 "show {})",
+                 capture.id, capture.amount, capture.currency, capture.reference.substr(0, 80), capture.id);
+  }
+}
+
 asio::awaitable<void> WindowReconciliation::Flag(Discrepancy& discrepancy, RunSummary& summary) {
-  if (!discrepancy.charge) co_return;  // a capture without a charge: nothing of ours to flag
+  if (!discrepancy.charge) co_return;  // a capture without a charge: Keep's
   const auto& charge = *discrepancy.charge;
   const std::string reason = "window_" + std::string(ToString(discrepancy.kind));
   const auto parent = trace::ParseTraceparent(charge.traceparent);

@@ -1,7 +1,8 @@
 // WindowReconciliation: `reconciler window --from T --to T`. Lists every capture the acquirer made in
 // [from, to) (all pages), compares them with our charges (window_compare.hpp), confirms by key each of our
 // captured charges the listing does not show, flags every charge with a discrepancy `needs_review` (with
-// its event), and returns the report. It changes nothing else: a discrepancy is for a human to settle
+// its event), keeps every capture without a charge of ours for a person (orphan_captures), and returns the
+// report. It changes nothing else: a discrepancy is for a human to settle
 // (docs/background.md, "Repair by new operations": never force a state, never create another charge to fix one).
 //
 // A listing that could not be read to its end is reported incomplete and flags nothing: "absent from a
@@ -21,6 +22,7 @@
 #include "charge_outbox/acquirer/acquirer_client.hpp"
 #include "charge_outbox/acquirer/retry_policy.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/charges/orphan_capture_store.hpp"
 #include "charge_outbox/charges/reconciliation_store.hpp"
 #include "run_summary.hpp"
 #include "window_compare.hpp"
@@ -30,6 +32,7 @@ namespace charge_outbox::reconciler {
 struct WindowDependencies {
   charges::ChargeStore& charges;
   charges::ReconciliationStore& store;
+  charges::OrphanCaptureStore& orphans;  // where a capture without a charge of ours is kept for a person
   acquirer::AcquirerClient& acquirer;
   const acquirer::RetryPolicy& policy;
   util::Clock& clock;
@@ -59,6 +62,8 @@ class WindowReconciliation {
 
  private:
   boost::asio::awaitable<void> Flag(Discrepancy& discrepancy, RunSummary& summary);
+  boost::asio::awaitable<void> Keep(Discrepancy& orphan, std::chrono::system_clock::time_point from,
+                                    std::chrono::system_clock::time_point to, RunSummary& summary);
 
   WindowDependencies deps_;
   WindowOptions options_;

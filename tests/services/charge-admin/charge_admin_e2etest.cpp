@@ -130,14 +130,34 @@ class ChargeAdminE2E : public ::testing::Test {
     return std::string(kMerchant) + ":" + Field(id, "idempotency_key");
   }
 
-  json::object CaptureAtAcquirer(const std::string& id) {
-    const auto body = json::serialize(json::object{{"amount", 4200}, {"currency", "BRL"}, {"reference", id},
+  json::object CaptureAtAcquirer(const std::string& id) { return CaptureUnder(id, AcquirerKey(id)); }
+  // A capture at the acquirer under any reference and key, as charge-api (or anyone) would make it.
+  json::object CaptureUnder(const std::string& reference, const std::string& key) {
+    const auto body = json::serialize(json::object{{"amount", 4200}, {"currency", "BRL"}, {"reference", reference},
                                                    {"payment_method", "pm_tok_visa"}});
     const auto r = sim_client_->Post("/v1/captures", body,
                                      {{"Authorization", std::string("Bearer ") + kAcquirerKey},
-                                      {"Idempotency-Key", AcquirerKey(id)}});
+                                      {"Idempotency-Key", key}});
     EXPECT_EQ(r.status(), 201u) << r.response.body();
     return r.json().as_object();
+  }
+  // What the acquirer's lookup by key shows now: the capture's status, or the HTTP status.
+  std::string AtAcquirer(const std::string& key) {
+    const auto r = sim_client_->Get("/v1/captures?idempotency_key=" + key,
+                                    {{"Authorization", std::string("Bearer ") + kAcquirerKey}});
+    if (r.status() != 200u) return "HTTP " + std::to_string(r.status());
+    return std::string(r.json().at("status").as_string());
+  }
+  // The real window report over [from, to), run once the window has settled (visibility window 1 s).
+  json::object WindowReport(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to) {
+    std::this_thread::sleep_until(to + 1100ms);
+    const auto run = Reconcile({}, {"window", "--from", util::FormatRfc3339(from), "--to", util::FormatRfc3339(to)});
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    return json::parse(run.out).as_object();
+  }
+  std::string OrphanAudit(const std::string& subject) {
+    return db_->Scalar("SELECT string_agg(operator || '|' || action || '|' || before || '|' || after, ',' ORDER BY id)"
+                       " FROM operator_actions WHERE subject = '" + subject + "'");
   }
 
   void SetFaults(const std::string& profile) {
@@ -406,6 +426,154 @@ TEST_F(ChargeAdminE2E, ADecisionWithoutANameOrAReasonIsRefusedAndChangesNothing)
   const auto missing = Admin({"charge", "find", "ch_00000000000000000000000000000000"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.err, HasSubstr("no such charge"));
+}
+
+// A capture the acquirer holds under a charge id of ours that no charge has (its record lost), found by the
+// real window report and kept for a person; a void the acquirer does not answer is reported as unknown
+// (and blocks an adoption, since it may have voided); asked again, the same void is confirmed, the
+// acquirer shows the capture voided, and the audit trail has both.
+TEST_F(ChargeAdminE2E, ACaptureWithoutALocalRecordFoundByTheWindowReportIsVoidedAtTheAcquirer) {
+  const auto from = std::chrono::system_clock::now() - 1s;
+  const std::string reference = "ch_" + std::string(32, 'b');
+  const std::string key = std::string(kMerchant) + ":lost-1";
+  const auto capture = CaptureUnder(reference, key);
+  const std::string cap(capture.at("id").as_string());
+  const auto report = WindowReport(from, std::chrono::system_clock::now() + 1ms);
+  ASSERT_EQ(report.at("discrepancies").as_array().size(), 1u) << json::serialize(report);
+  const auto& found = report.at("discrepancies").as_array()[0].as_object();
+  EXPECT_EQ(found.at("kind").as_string(), "capture_without_local_record");
+  EXPECT_EQ(found.at("recorded").as_string(), "open");
+  EXPECT_EQ(report.at("orphans_recorded").as_int64(), 1);
+  EXPECT_EQ(db_->Scalar("SELECT capture_id || ' ' || idempotency_key || ' ' || reference || ' ' || amount || ' ' ||"
+                        " currency || ' ' || status FROM orphan_captures"),
+            cap + " " + key + " " + reference + " 4200 BRL open");
+
+  const auto list = Admin({"orphan", "list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr(cap));
+  EXPECT_THAT(list.out, HasSubstr("a live capture"));
+  EXPECT_THAT(list.out, HasSubstr("1 capture(s) without a charge of ours, open"));
+  const auto show = Admin({"orphan", "show", cap});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("the acquirer now: a live capture " + cap));
+  EXPECT_THAT(show.out, HasSubstr("orphan adopt " + cap + " --merchant " + kMerchant));
+  EXPECT_THAT(show.out, HasSubstr("orphan void " + cap));
+
+  const auto anonymous = Admin({"orphan", "void", cap, "--reason", "OPS-51"});
+  EXPECT_EQ(anonymous.exit_code, 2);
+  EXPECT_THAT(anonymous.err, HasSubstr("--by"));
+
+  // The acquirer does not answer the void: unknown, said so, on record, and not called done.
+  SetFaults(R"({"error_rate": 1.0, "retry_after_s": 0, "apply_to": ["void"]})");
+  const auto unanswered = Admin({"orphan", "void", cap, "--reason", "OPS-51: not a sale of ours", "--by", "alice"});
+  EXPECT_EQ(unanswered.exit_code, 1);
+  EXPECT_THAT(unanswered.err, HasSubstr("may or may not have voided"));
+  EXPECT_THAT(unanswered.out, Not(HasSubstr("voided")));
+  EXPECT_EQ(AtAcquirer(key), "captured");
+  EXPECT_EQ(OrphanAudit(cap), "alice|orphan.void|open|open");
+  // A void that may have voided stands in the way of an adoption.
+  const auto blocked = Admin({"orphan", "adopt", cap, "--merchant", kMerchant, "--order", "PED-1", "--reason", "r",
+                              "--by", "bob"});
+  EXPECT_EQ(blocked.exit_code, 1);
+  EXPECT_THAT(blocked.err, HasSubstr("a void of it is on record"));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "0");
+
+  SetFaults("{}");
+  const auto voided = Admin({"orphan", "void", cap, "--reason", "OPS-51: not a sale of ours", "--by", "alice"});
+  ASSERT_EQ(voided.exit_code, 0) << voided.err;
+  EXPECT_THAT(voided.out, HasSubstr("voided " + cap));
+  EXPECT_EQ(AtAcquirer(key), "voided");
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", key), 1u) << "under the capture's own key";
+  EXPECT_EQ(db_->Scalar("SELECT status || ' ' || resolved_by || ' ' || voids_recorded || ' ' || last_void_outcome"
+                        " FROM orphan_captures"),
+            "voided alice 2 voided");
+  EXPECT_EQ(OrphanAudit(cap), "alice|orphan.void|open|open,alice|orphan.void|open|voided");
+  EXPECT_THAT(db_->Scalar("SELECT acquirer_said FROM operator_actions ORDER BY id DESC LIMIT 1"),
+              HasSubstr("voided " + cap));
+
+  // Again: nothing sent. An adoption of money given back: refused.
+  const auto again = Admin({"orphan", "void", cap, "--reason", "r", "--by", "bob"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("already voided by alice"));
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", key), 1u);
+  const auto adopt = Admin({"orphan", "adopt", cap, "--merchant", kMerchant, "--order", "PED-1", "--reason", "r",
+                            "--by", "bob"});
+  EXPECT_EQ(adopt.exit_code, 1);
+  EXPECT_THAT(adopt.err, HasSubstr("the money went back"));
+  EXPECT_EQ(Admin({"orphan", "list"}).out.find(cap), std::string::npos) << "a settled one is not open";
+  EXPECT_THAT(Admin({"orphan", "list", "--all"}).out, HasSubstr("voided by alice"));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM operator_actions"), "2");
+}
+
+// A capture whose charge's record was lost, that the acquirer will not void any more (settled): the
+// refusal is reported as one, and the money, rightly the merchant's, is adopted: the charge is written back
+// under its own id and the client's key, captured, with its initiated and captured events and the audit
+// row; the next window report matches it.
+TEST_F(ChargeAdminE2E, ACaptureWithoutALocalRecordThatCannotBeVoidedIsAdoptedAsTheLostCharge) {
+  constexpr const char* kOther = "00000000-0000-4000-8000-000000000002";
+  InsertMerchant(*db_, kOther, "sk_test_charge_admin_e2e_other");
+  const auto from = std::chrono::system_clock::now() - 1s;
+  const std::string reference = "ch_" + std::string(32, 'c');
+  const std::string key = std::string(kMerchant) + ":lost-2";
+  const auto capture = CaptureUnder(reference, key);
+  const std::string cap(capture.at("id").as_string());
+  const auto to = std::chrono::system_clock::now() + 1ms;
+  const auto report = WindowReport(from, to);
+  ASSERT_EQ(report.at("orphans_recorded").as_int64(), 1) << json::serialize(report);
+
+  SetFaults(R"({"void_window_ms": 1})");
+  const auto refused = Admin({"orphan", "void", cap, "--reason", "OPS-52", "--by", "alice"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("HTTP 422"));
+  EXPECT_THAT(refused.err, HasSubstr("asking again will not change that"));
+  EXPECT_EQ(AtAcquirer(key), "captured");
+  EXPECT_EQ(db_->Scalar("SELECT status || ' ' || last_void_outcome || ' ' || last_void_http_status FROM orphan_captures"),
+            "open contract_error 422");
+  SetFaults("{}");
+
+  const auto wrong = Admin({"orphan", "adopt", cap, "--merchant", kOther, "--order", "PED-2", "--reason", "OPS-52",
+                            "--by", "alice"});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_THAT(wrong.err, HasSubstr("is not merchant " + std::string(kOther)));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "0");
+
+  const auto adopted = Admin({"orphan", "adopt", cap, "--merchant", kMerchant, "--order", "PED-2", "--reason",
+                              "OPS-52: record lost in the failover", "--by", "alice"});
+  ASSERT_EQ(adopted.exit_code, 0) << adopted.err;
+  EXPECT_THAT(adopted.out, HasSubstr("adopted " + cap + " as charge " + reference));
+  EXPECT_EQ(db_->Scalar("SELECT merchant_id || ' ' || idempotency_key || ' ' || order_id || ' ' || status || ' ' ||"
+                        " acquirer_capture_id || ' ' || resolved_by || ' ' || amount || ' ' || currency FROM charges"
+                        " WHERE charge_public_id(id) = '" + reference + "'"),
+            std::string(kMerchant) + " lost-2 PED-2 captured " + cap + " alice 4200 BRL");
+  EXPECT_EQ(db_->Scalar("SELECT string_agg(sequence || ' ' || type || ' ' || producer || ' ' || (payload->>'status'),"
+                        " ',' ORDER BY sequence) FROM outbox WHERE aggregateid = '" + reference + "'"),
+            "1 payments.charge.initiated.v1 charge-admin pending,2 payments.charge.captured.v1 charge-admin captured");
+  EXPECT_EQ(db_->Scalar("SELECT (payload->>'acquirer_capture_id') || ' ' || (payload->'resolution'->>'operator') FROM"
+                        " outbox WHERE aggregateid = '" + reference + "' AND sequence = 2"),
+            cap + " alice");
+  EXPECT_EQ(OrphanAudit(reference), "alice|orphan.adopt|capture_without_local_record " + cap + "|captured");
+  EXPECT_EQ(OrphanAudit(cap), "alice|orphan.void|open|open");
+  EXPECT_EQ(db_->Scalar("SELECT status || ' ' || charge_public_id(adopted_charge_id) FROM orphan_captures"),
+            "adopted " + reference);
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", key), 0u);
+
+  // The charge's story says who wrote it back; the report over the same window now matches it.
+  const auto show = Admin({"review", "show", reference});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("orphan.adopt"));
+  const auto after = WindowReport(from, to);
+  EXPECT_EQ(after.at("discrepancies").as_array().size(), 0u) << json::serialize(after);
+  EXPECT_EQ(after.at("matched").as_int64(), 1);
+
+  const auto again = Admin({"orphan", "adopt", cap, "--merchant", kMerchant, "--order", "PED-2", "--reason", "r",
+                            "--by", "bob"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("already adopted as " + reference + " by alice"));
+  const auto void_now = Admin({"orphan", "void", cap, "--reason", "r", "--by", "bob"});
+  EXPECT_EQ(void_now.exit_code, 1);
+  EXPECT_THAT(void_now.err, HasSubstr("a charge of ours now"));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "1");
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM operator_actions"), "2");
 }
 
 }  // namespace

@@ -141,6 +141,54 @@ TEST(ChargeAdminCommandLine, MerchantsAndKeysAreChangedOnlyWithWhoAndWhy) {
   EXPECT_THAT(Refusal({"key", "destroy", "--merchant", kMerchant}), HasSubstr("unknown command"));
 }
 
+// The orphan commands (captures without a charge of ours): a read names nobody; a void or an adoption
+// needs who and why, and an adoption whose merchant and order the person states.
+TEST(ChargeAdminCommandLine, OrphanCommandsNeedACaptureAndAChangeNeedsWhoAndWhy) {
+  const auto list = ParseCommandLine({"orphan", "list", "--all", "--limit", "5", "--json"});
+  EXPECT_EQ(list.command, CommandLine::Command::kOrphanList);
+  EXPECT_TRUE(list.all);
+  EXPECT_EQ(list.limit, 5);
+  EXPECT_TRUE(list.json);
+  EXPECT_FALSE(ParseCommandLine({"orphan", "list"}).all) << "the open ones by default";
+  EXPECT_EQ(ParseCommandLine({"orphan", "show", "cap_0A-b_9"}).capture_id, "cap_0A-b_9");
+
+  const auto v = ParseCommandLine({"orphan", "void", "cap_1", "--reason", "OPS-9: not ours", "--by", "alice"});
+  EXPECT_EQ(v.command, CommandLine::Command::kOrphanVoid);
+  EXPECT_EQ(v.capture_id, "cap_1");
+  EXPECT_EQ(v.by, "alice");
+  EXPECT_EQ(v.reason, "OPS-9: not ours");
+  const auto a = ParseCommandLine({"orphan", "adopt", "cap_1", "--merchant", kMerchant, "--order", "PED-7",
+                                   "--reason", "OPS-9: record lost in the failover", "--by", "alice"});
+  EXPECT_EQ(a.command, CommandLine::Command::kOrphanAdopt);
+  EXPECT_EQ(a.merchant_id, kMerchant);
+  EXPECT_EQ(a.order_id, "PED-7");
+
+  EXPECT_THAT(Refusal({"orphan", "show"}), HasSubstr("needs the capture id"));
+  EXPECT_THAT(Refusal({"orphan", "void", "--reason", "r", "--by", "a"}), HasSubstr("needs the capture id"));
+  EXPECT_THAT(Refusal({"orphan", "show", "cap/../x"}), HasSubstr("not an acquirer capture id"));
+  EXPECT_THAT(Refusal({"orphan", "show", std::string(101, 'c')}), HasSubstr("not an acquirer capture id"));
+  EXPECT_THAT(Refusal({"orphan", "list", "cap_1"}), HasSubstr("takes no capture id"));
+  EXPECT_THAT(Refusal({"orphan", "show", "cap_1", "--limit", "3"}), HasSubstr("belong to orphan list"));
+  EXPECT_THAT(Refusal({"orphan", "list", "--limit", "0"}), HasSubstr("--limit"));
+  EXPECT_THAT(Refusal({"orphan", "show", "cap_1", "--by", "a"}), HasSubstr("changes nothing"));
+  EXPECT_THAT(Refusal({"orphan", "void", "cap_1", "--reason", "r"}), HasSubstr("--by NAME"));
+  EXPECT_THAT(Refusal({"orphan", "void", "cap_1", "--by", "a"}), HasSubstr("--reason TEXT"));
+  EXPECT_THAT(Refusal({"orphan", "void", "cap_1", "--reason", "", "--by", "a"}), HasSubstr("--reason"));
+  EXPECT_THAT(Refusal({"orphan", "void", "cap_1", "--reason", "r", "--by", "a", "--json"}), HasSubstr("no --json"));
+  EXPECT_THAT(Refusal({"orphan", "void", "cap_1", "--reason", "r", "--by", "a", "--merchant", kMerchant}),
+              HasSubstr("belong to orphan adopt"));
+  EXPECT_THAT(Refusal({"orphan", "adopt", "cap_1", "--order", "PED-7", "--reason", "r", "--by", "a"}),
+              HasSubstr("needs --merchant"));
+  EXPECT_THAT(Refusal({"orphan", "adopt", "cap_1", "--merchant", kMerchant, "--reason", "r", "--by", "a"}),
+              HasSubstr("needs --order"));
+  EXPECT_THAT(Refusal({"orphan", "adopt", "cap_1", "--merchant", "acme", "--order", "P", "--reason", "r", "--by", "a"}),
+              HasSubstr("uuid"));
+  EXPECT_THAT(Refusal({"orphan", "adopt", "cap_1", "cap_2", "--merchant", kMerchant, "--order", "P", "--reason", "r",
+                       "--by", "a"}),
+              HasSubstr("unexpected argument"));
+  EXPECT_THAT(Refusal({"orphan", "refund", "cap_1"}), HasSubstr("unknown command"));
+}
+
 TEST(ChargeAdminCommandLine, UnknownCommandsAndArgumentsAreRefused) {
   EXPECT_THAT(Refusal({}), HasSubstr("a command is needed"));
   EXPECT_THAT(Refusal({"review", "delete", kCharge}), HasSubstr("unknown command"));

@@ -19,6 +19,20 @@ Fingerprint FromHex(const std::string& hex) {
 
 }  // namespace
 
+OperatorAction ReadAction(const db::PgRow& row) {
+  OperatorAction a;
+  a.at = row[0].as<std::string>();
+  a.operator_name = row[1].as<std::string>();
+  a.action = row[2].as<std::string>();
+  a.subject = row[3].as<std::string>();
+  a.reason = row[4].as<std::string>();
+  a.before = row[5].optional<std::string>();
+  a.after = row[6].optional<std::string>();
+  a.acquirer_said = row[7].optional<std::string>();
+  a.against_acquirer = row[8].as<int>() != 0;
+  return a;
+}
+
 Charge ReadCharge(const db::PgRow& row, int first) {
   auto f = [&](int i) { return row[first + i]; };
   Charge c;

@@ -11,6 +11,7 @@
 
 #include "charge_outbox/charges/charge.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
+#include "charge_outbox/charges/review_store.hpp"
 #include "db/db_errors.hpp"
 #include "db/pg_pool.hpp"
 #include "db/statement.hpp"
@@ -50,6 +51,13 @@ inline constexpr int kChargeColumns = 23;
 
 // The charge in CHARGE_COLUMNS starting at column `first` of `row`.
 Charge ReadCharge(const db::PgRow& row, int first = 0);
+
+// Every read of a person's action returns these columns of `operator_actions`, in this order.
+#define ACTION_COLUMNS                                                                                     \
+  "rfc3339(at), operator, action, subject, reason, before, after, acquirer_said, against_acquirer::int"
+
+// The action in ACTION_COLUMNS.
+OperatorAction ReadAction(const db::PgRow& row);
 
 inline const char* Nullable(const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; }
 

@@ -59,9 +59,6 @@ constexpr db::Statement kEvents{
               FROM outbox_history WHERE aggregateid = $1 AND created_at >= $2::timestamptz) e
      ORDER BY sequence, created_at)sql"};
 
-#define ACTION_COLUMNS                                                                                     \
-  RFC3339("at") ", operator, action, subject, reason, before, after, acquirer_said, against_acquirer::int"
-
 constexpr db::Statement kActions{
     "review_actions",
     "SELECT " ACTION_COLUMNS " FROM operator_actions WHERE subject = $1 ORDER BY at, id"};
@@ -150,20 +147,6 @@ std::optional<Charge> FirstCharge(const db::PgResult& r) {
   return sql::ReadCharge(r[0]);
 }
 
-OperatorAction ReadAction(const db::PgRow& row) {
-  OperatorAction a;
-  a.at = row[0].as<std::string>();
-  a.operator_name = row[1].as<std::string>();
-  a.action = row[2].as<std::string>();
-  a.subject = row[3].as<std::string>();
-  a.reason = row[4].as<std::string>();
-  a.before = row[5].optional<std::string>();
-  a.after = row[6].optional<std::string>();
-  a.acquirer_said = row[7].optional<std::string>();
-  a.against_acquirer = row[8].as<int>() != 0;
-  return a;
-}
-
 class PgReviewStore final : public ReviewStore {
  public:
   explicit PgReviewStore(db::Database& database) : pool_(database.pool()) {}
@@ -233,7 +216,7 @@ class PgReviewStore final : public ReviewStore {
                             row[7].optional<std::string>()});
       }
       const auto actions = co_await conn.Execute(kActions, public_id);
-      for (const auto row : actions) h.actions.push_back(ReadAction(row));
+      for (const auto row : actions) h.actions.push_back(sql::ReadAction(row));
       co_return h;
     });
   }
@@ -276,7 +259,7 @@ class PgReviewStore final : public ReviewStore {
         pool_, [&](PgConnection& conn) -> asio::awaitable<std::optional<OperatorAction>> {
           const auto r = co_await conn.Execute(kLastResolution, public_id);
           if (r.empty()) co_return std::nullopt;
-          co_return ReadAction(r[0]);
+          co_return sql::ReadAction(r[0]);
         });
   }
 
