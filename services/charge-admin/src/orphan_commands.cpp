@@ -162,14 +162,15 @@ asio::awaitable<int> ListOrphans(OrphanTools t, const CommandLine& cl) {
   for (const auto& o : *found) {
     // Only an open one needs the acquirer's word now; a settled one says how it was settled. Assigned, not
     // a conditional around the co_await: GCC 12 destroys such temporaries twice.
+    const bool open = o.status == OrphanStatus::kOpen;
     AcquirerView now{Kind::kUnanswered, std::nullopt, Settled(o)};
-    if (o.status == OrphanStatus::kOpen) {
+    if (open) {
       auto asked = co_await AskTheAcquirer(t, o);
       now = std::move(asked);
     }
     if (cl.json) {
       auto j = OrphanJson(o);
-      j["acquirer_now"] = now.words;
+      if (open) j["acquirer_now"] = now.words;
       t.out << json::serialize(j) << "\n";
       continue;
     }
