@@ -437,7 +437,7 @@ db::DbResult<RetentionReport> PgInbox::RunRetention(const InboxRetention& policy
       try {
         pqxx::work tx(conn);
         tx.exec("SET LOCAL lock_timeout = '" + std::to_string(policy.lock_timeout.count()) + "ms'");
-        tx.exec("DROP TABLE " + conn.quote_name(part));
+        tx.exec_params("SELECT inbox_drop_day($1)", part);  // the owner's DDL (sql/inbox/0003)
         tx.commit();
         report.dropped.push_back(part);
       } catch (const pqxx::sql_error& e) {

@@ -659,7 +659,7 @@ class PgOutboxAdmin final : public OutboxAdmin {
           // Nothing writes or claims history: no lock to wait for but a reader's.
           pqxx::work tx(conn);
           SetLockTimeout(tx, policy);
-          tx.exec("DROP TABLE " + conn.quote_name(day.name));
+          tx.exec_params("SELECT outbox_drop_history_day($1)", day.name);
           tx.commit();
           report.dropped.push_back(day.name);
         }
@@ -684,39 +684,27 @@ class PgOutboxAdmin final : public OutboxAdmin {
     tx.exec("SET LOCAL lock_timeout = '" + std::to_string(policy.lock_timeout.count()) + "ms'");
   }
 
-  static bool HoldsUnpublished(pqxx::transaction_base& tx, const std::string& quoted) {
-    return tx.exec1("SELECT EXISTS (SELECT 1 FROM " + quoted + " WHERE published_at IS NULL)")[0].as<bool>();
-  }
-
   // A day older than yesterday leaves `outbox` once every row in it is published: for outbox_history, or
   // past retention for good. A writer still inserting into it (a transaction begun that day) holds it;
-  // DETACH waits at most the lock timeout for that writer, and the look again under the lock means
+  // the detach waits at most the lock timeout for that writer, and the look again under the lock means
   // nothing unpublished ever leaves. A writer of that day that comes later lands in outbox_default, which
-  // the relay claims from as from any partition.
+  // the relay claims from as from any partition. The DDL is the owner's, run by outbox_retire_day
+  // (migration 0015): the relay's role needs none.
   static void Retire(pqxx::connection& conn, const std::string& part, bool past_retention,
                      const RetentionPolicy& policy, RetentionReport& report) {
-    const auto quoted = conn.quote_name(part);
-    const auto keep = [&] {
-      if (past_retention) report.kept_unpublished.push_back(part);
-    };
-    {
-      // A cheap look first, without locks: the relay is normally days ahead of this.
-      pqxx::nontransaction look(conn);
-      if (HoldsUnpublished(look, quoted)) return keep();
-    }
     try {
       pqxx::work tx(conn);
       SetLockTimeout(tx, policy);
-      tx.exec("ALTER TABLE outbox DETACH PARTITION " + quoted);
-      if (HoldsUnpublished(tx, quoted)) {
-        tx.abort();
-        return keep();
-      }
-      // In the same transaction as the detach: a day is under one parent or the other, never neither.
-      // INHERIT changes the catalog only; attaching as a partition would scan the whole day.
-      tx.exec(past_retention ? "DROP TABLE " + quoted : "ALTER TABLE " + quoted + " INHERIT " + kHistory);
+      // It looks without the detach's lock first (the relay is normally days ahead of this), then under it;
+      // the detach and the drop or INHERIT are one transaction: a day is under one parent or the other.
+      const auto outcome =
+          tx.exec_params1("SELECT outbox_retire_day($1, $2)", part, past_retention)[0].as<std::string>();
       tx.commit();
-      (past_retention ? report.dropped : report.moved_to_history).push_back(part);
+      if (outcome == "kept") {
+        if (past_retention) report.kept_unpublished.push_back(part);
+        return;
+      }
+      (outcome == "dropped" ? report.dropped : report.moved_to_history).push_back(part);
     } catch (const pqxx::sql_error& e) {
       // 55P03 lock_not_available: writers or long readers hold the table; the next run tries again.
       if (e.sqlstate() == "55P03") {
@@ -732,21 +720,15 @@ class PgOutboxAdmin final : public OutboxAdmin {
 
   // A day further ahead than days_ahead (made while the setting was larger, or by migration 0001) goes while
   // it is empty: the days ahead exist so that no insert lands in outbox_default, and each one costs every
-  // claim of the relay.
+  // claim of the relay. outbox_trim_day_ahead (0015) detaches it and drops it unless it holds a row.
   static void TrimAhead(pqxx::connection& conn, const std::string& part, const RetentionPolicy& policy,
                         RetentionReport& report) {
-    const auto quoted = conn.quote_name(part);
     try {
       pqxx::work tx(conn);
       SetLockTimeout(tx, policy);
-      tx.exec("ALTER TABLE outbox DETACH PARTITION " + quoted);
-      if (tx.exec1("SELECT EXISTS (SELECT 1 FROM " + quoted + ")")[0].as<bool>()) {
-        tx.abort();
-        return;
-      }
-      tx.exec("DROP TABLE " + quoted);
+      const bool dropped = tx.exec_params1("SELECT outbox_trim_day_ahead($1)", part)[0].as<bool>();
       tx.commit();
-      report.trimmed_ahead.push_back(part);
+      if (dropped) report.trimmed_ahead.push_back(part);
     } catch (const pqxx::sql_error& e) {
       if (e.sqlstate() != "55P03") throw;
       spdlog::warn("outbox retention: {} is busy (lock timeout), trying again next run", part);
