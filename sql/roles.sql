@@ -133,12 +133,9 @@ GRANT SELECT, INSERT, DELETE ON operator_actions TO :"operator_role";
 
 -- Captures the acquirer holds that no charge of ours names (migration 0014): the window report records
 -- them, a person voids or adopts them (an adoption writes the charge back, with its event).
-SELECT to_regclass('orphan_captures') IS NOT NULL AS has_orphan_captures \gset
-\if :has_orphan_captures
-  GRANT SELECT, INSERT, UPDATE ON orphan_captures TO :"reconciler_role";
-  GRANT SELECT, UPDATE ON orphan_captures TO :"operator_role";
-  GRANT INSERT ON charges TO :"operator_role";
-\endif
+GRANT SELECT, INSERT, UPDATE ON orphan_captures TO :"reconciler_role";
+GRANT SELECT, UPDATE ON orphan_captures TO :"operator_role";
+GRANT INSERT ON charges TO :"operator_role";
 
 RESET search_path;
 RESET ROLE;

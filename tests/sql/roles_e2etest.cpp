@@ -14,7 +14,9 @@
 
 #include <filesystem>
 #include <set>
+#include <thread>
 
+#include "charge_outbox/util/time.hpp"
 #include "charge_stack.hpp"
 #include "child_process.hpp"
 #include "http_test_client.hpp"
@@ -321,6 +323,7 @@ TEST_F(RolesE2E, ARuntimeRoleCannotRunDdlNorCallTheOwnersFunctionsBeyondTheirPur
 }
 
 TEST_F(RolesE2E, EveryDaemonDoesItsWorkAsItsOwnRole) {
+  const auto started = std::chrono::system_clock::now();
   StartAcquirer();
 
   // charge-admin, as the operator: a merchant and its key.
@@ -380,6 +383,32 @@ TEST_F(RolesE2E, EveryDaemonDoesItsWorkAsItsOwnRole) {
   ASSERT_EQ(reconciled.exit_code, 0) << reconciled.out << reconciled.err;
   EXPECT_EQ(charges_->Scalar("SELECT status FROM charges WHERE charge_public_id(id) = '" + pending + "'"), "captured")
       << reconciled.out << reconciled.err;
+
+  // The window report, as the reconciler: a capture no charge of ours names is kept for a person, who voids
+  // it with charge-admin as the operator.
+  const auto orphan = sim_client_->Post(
+      "/v1/captures",
+      json::serialize(json::object{{"amount", 4200},
+                                   {"currency", "BRL"},
+                                   {"reference", "ch_" + std::string(32, 'b')},
+                                   {"payment_method", "pm_tok_visa"}}),
+      {{"Authorization", std::string("Bearer ") + kAcquirerKey}, {"Idempotency-Key", merchant + ":lost-1"}});
+  ASSERT_EQ(orphan.status(), 201u) << orphan.response.body();
+  const std::string orphan_id(orphan.json().as_object().at("id").as_string());
+  const auto window_to = std::chrono::system_clock::now() + 1ms;
+  std::this_thread::sleep_until(window_to + 1100ms);  // settled: the visibility window (1 s) has passed
+  reconciler_env["RECONCILER_VISIBILITY_WINDOW"] = "1s";
+  const auto window = RunProcess({RECONCILER_BIN, "window", "--from", util::FormatRfc3339(started - 1s), "--to",
+                                  util::FormatRfc3339(window_to)},
+                                 reconciler_env, 60s);
+  ASSERT_EQ(window.exit_code, 0) << window.out << window.err;
+  EXPECT_EQ(json::parse(window.out).as_object().at("orphans_recorded").as_int64(), 1) << window.out;
+  const auto orphans = Admin({"orphan", "list"});
+  ASSERT_EQ(orphans.exit_code, 0) << orphans.out << orphans.err;
+  EXPECT_THAT(orphans.out, HasSubstr(orphan_id));
+  const auto voided = Admin({"orphan", "void", orphan_id, "--reason", "OPS-51: not a sale of ours", "--by", "carol"});
+  ASSERT_EQ(voided.exit_code, 0) << voided.out << voided.err;
+  EXPECT_EQ(charges_->Scalar("SELECT status || ' ' || resolved_by FROM orphan_captures"), "voided carol");
 
   // charge-admin, as the operator: a review decided. The acquirer contradicted charge-api's capture (as the
   // window report flags it); it still holds it, so a person keeps the charge captured.
