@@ -213,6 +213,15 @@ log:
   level: {{ .Values.global.logLevel }}
 {{- end -}}
 
+{{/* charge-admin's config file: the reconciler's acquirer (its database URL and acquirer key come from the
+same Secrets, in the environment). */}}
+{{- define "charge-outbox.chargeAdminConfig" -}}
+acquirer:
+  url: {{ required "global.acquirer.url is required (the card acquirer's base URL)" .Values.global.acquirer.url | quote }}
+log:
+  level: {{ .Values.global.logLevel }}
+{{- end -}}
+
 {{/* settlement-projection's config file (services/settlement-projection/README.md); its database URL and
 SASL password are never in it. Kafka's servers and topic default to the relay's. */}}
 {{- define "charge-outbox.settlementProjectionConfig" -}}

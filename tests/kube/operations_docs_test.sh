@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# docs/operations.md, run as a person would run it: every ```sh block of the page, pasted in order into one
+# shell, against a real Kubernetes node (kubelet + containerd) whose pods pull the image from a registry.
+#
+# The page's blocks carry a name after the language (```sh install); this test runs each named block once,
+# checks what it did (the database, the topic, the cluster, the answers), and fails if the page has a block
+# it did not run, a block without a name, or a command written inline outside a block. What the person
+# brings is brought here as a platform team would: PostgreSQL, Kafka (with an authorizer, for the page's
+# ACLs), the acquirer and a registry run on the host, at the node's address.
+#
+# Two things stand in for a person's machine, and nothing else: the Kafka command-line tools are the jars'
+# classes under their usual script names, and `helm install`/`upgrade` get one more values file, this
+# test's (one replica of each daemon, and plain http to the test's acquirer, which the daemons refuse
+# unless told).
+#
+# Arguments: the acquirer-sim binary. Needs root, KUBE_BIN_DIR and HELM_BIN (tests/run), the image
+# (CHARGE_OUTBOX_IMAGE, an OCI archive in BUILD/image/, as tests/run builds it), skopeo and
+# docker-registry (deploy/local/install-deps).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+source "$root/deploy/local/lib/common.sh"
+source "$root/deploy/local/lib/kube.sh"
+source "$root/deploy/local/lib/kube_node.sh"
+source "$root/deploy/local/lib/postgres.sh"
+source "$root/deploy/local/lib/kafka.sh"
+acquirer_sim=${1:?usage: operations_docs_test.sh ACQUIRER_SIM_BIN}
+helm_bin=${HELM_BIN:?HELM_BIN is not set: tests/run builds helm and exports it}
+: "${KUBE_BIN_DIR:?KUBE_BIN_DIR is not set: tests/run builds the control plane and node (kube_fetch)}"
+image_archive=${CHARGE_OUTBOX_IMAGE:?CHARGE_OUTBOX_IMAGE is not set: tests/run builds the image}
+doc=$root/docs/operations.md
+started=$SECONDS
+
+fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
+step() { printf '== %s (%ss)\n' "$*" "$((SECONDS - started))" >&2; }
+
+# ---- The page's blocks ------------------------------------------------------------------------------------
+state=$(mktemp -d /tmp/charge-outbox-docs.XXXXXX)
+chmod 755 "$state"
+blocks=$state/blocks
+mkdir -p "$blocks"
+# Every fenced block of the page that is shell must have a name, unique; other languages (yaml, text) are
+# examples, not commands.
+awk -v dir="$blocks" '
+  /^```/ && !inside { inside = 1; split(substr($0, 4), w, " "); lang = w[1]; name = w[2]; line = NR
+                      if (lang == "sh" || lang == "bash" || lang == "shell") {
+                        if (name == "") { printf "line %d: a shell block without a name\n", NR > "/dev/stderr"; bad = 1 }
+                        else if (name in seen) { printf "line %d: a second block named %s\n", NR, name > "/dev/stderr"; bad = 1 }
+                        else { seen[name] = 1; out = dir "/" name ".sh"; print name > (dir "/ORDER") }
+                      } else out = ""
+                      next }
+  /^```/ && inside { inside = 0; out = ""; next }
+  inside && out != "" { print > out }
+  END { exit bad }' "$doc" || fail "docs/operations.md: every shell block needs a unique name (\`\`\`sh NAME)"
+# A command is a block, never inline text a test cannot run: no `kubectl logs deploy/...` or
+# `charge-admin review list --reason ...` in a sentence. A command's name alone, or with a word
+# (`helm upgrade`, `review show`), names it; with a flag, a variable, a placeholder or a path it is one.
+inline=$(awk '/^```/ { inside = !inside; next } !inside' "$doc" |
+  grep -oE '`(kubectl|helm|charge-admin|outbox-relay|reconciler|curl|psql|kafka-[a-z-]+\.sh|skopeo) [^`]*( -|[$<=/])[^`]*`' || true)
+[[ -z $inline ]] || fail "docs/operations.md has commands inline, outside a block the test runs: $inline"
+
+ran=() current_block=""
+# run_block NAME: runs the page's block in this shell, as pasted (its variables stay for the next blocks;
+# set -e stops at its first failing command), its output kept in $state/out/NAME and shown on failure.
+run_block() {
+  local name=$1
+  [[ -f $blocks/$name.sh ]] || fail "docs/operations.md has no block named $name"
+  step "docs/operations.md: $name"
+  current_block=$name
+  source "$blocks/$name.sh" >"$state/out/$name" 2>&1
+  current_block=""
+  ran+=("$name")
+}
+
+# ---- What a person brings, and teardown ------------------------------------------------------------------
+mkdir -p "$state/out" "$state/bin" "$state/home" "$state/checkout/build" "$state/registry"
+on_exit() {
+  local status=$?
+  if ((status != 0)); then
+    [[ -z $current_block ]] || { printf -- '-- the output of the block %s:\n' "$current_block" >&2; cat "$state/out/$current_block" >&2 || true; }
+    [[ -z $current_block ]] || printf 'FAIL: the block %s of docs/operations.md failed (status %s)\n' "$current_block" "$status" >&2
+    kube_print_logs "$state"
+    if [[ -n ${OPERATIONS_DOCS_TEST_KEEP:-} ]]; then
+      say "kept for a look: KUBECONFIG=$state/admin.kubeconfig; touch $state/done to tear down"
+      until [[ -f $state/done ]]; do sleep 1; done
+    fi
+  fi
+  kill $(jobs -p) 2>/dev/null || true
+  kube_node_stop "$state" || true
+  kube_stop "$state" || true
+  stop_pid_file "$state/pids/acquirer-sim.pid" 5 || true
+  stop_pid_file "$state/pids/registry.pid" 5 || true
+  kafka_stop "$state" || true
+  pg_stop "$state" || true
+  rm -rf "$state"
+}
+trap on_exit EXIT
+kube_use "$state"
+kubectl() { "$KUBE_BIN_DIR/kubectl" "$@"; }
+
+step "the control plane and a real node"
+KUBE_FAKE_NODE=0 kube_start "$state"
+# No image of ours is imported: the page's image step pushes it to the registry, and the node pulls it.
+kube_node_start "$state"
+node_ip=$(kube_node_ip)
+
+step "a registry, PostgreSQL, Kafka and acquirer-sim on the host, at $node_ip"
+registry_port=$(free_port)
+cat >"$state/registry/config.yml" <<YAML
+version: 0.1
+log: {level: warn}
+storage: {filesystem: {rootdirectory: $state/registry/data}}
+http: {addr: 127.0.0.1:$registry_port}
+YAML
+start_daemon "$state/pids/registry.pid" "$state/logs/registry.log" docker-registry serve "$state/registry/config.yml"
+wait_http "http://127.0.0.1:$registry_port/v2/"
+pg_port=$(free_port)
+PG_LISTEN_ADDRESSES="127.0.0.1,$node_ip" PG_TRUST_CIDR=$KUBE_NODE_POD_CIDR pg_start "$state" "$pg_port" fast
+pg_ensure_database "$pg_port" charge
+kafka_port=$(free_port) kafka_controller_port=$(free_port)
+export KAFKA_LISTEN_ADDRESS=$node_ip
+# An authorizer, so that the page's ACL commands run against one and their grants are listed back. Not
+# enforced here: on PLAINTEXT every client, the broker's own heartbeats to its controller included, is
+# User:ANONYMOUS, which must then be a super user (a grant on the cluster would otherwise fence the broker).
+KAFKA_EXTRA_PROPERTIES=$'authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:ANONYMOUS' \
+  kafka_start "$state" "$kafka_port" "$kafka_controller_port"
+kafka_wait "$kafka_port" 120 "$state"
+acquirer_port=$(free_port)
+mkdir -p "$state/acquirer-sim"
+start_daemon "$state/pids/acquirer-sim.pid" "$state/logs/acquirer-sim.log" \
+  env HTTP_ADDRESS="$node_ip" HTTP_PORT="$acquirer_port" DATA_DIR="$state/acquirer-sim" \
+  AUTH_API_KEYS=ak_docs_test "$acquirer_sim"
+wait_http "http://$node_ip:$acquirer_port/healthz"
+
+# The person's shell: their variables, their tools on PATH, a checkout of this repository as the working
+# directory (the release build the image comes from is tests/run's).
+export REGISTRY=127.0.0.1:$registry_port
+export DATABASE_URL=postgresql://postgres@$node_ip:$pg_port/charge
+export ACQUIRER_URL=http://$node_ip:$acquirer_port ACQUIRER_API_KEY=ak_docs_test
+export KAFKA_BOOTSTRAP_SERVERS=$node_ip:$kafka_port KAFKA_REPLICATION=1 KAFKA_MIN_ISR=1
+export KAFKA_RELAY_PRINCIPAL=ANONYMOUS KAFKA_CONSUMER_PRINCIPAL=ANONYMOUS
+# The project's caches (the Kafka jars) stay where tests/run put them; the person's HOME is new.
+export CHARGE_OUTBOX_CACHE
+export HOME=$state/home
+# The test's registry speaks plain http, which skopeo, like a person's, refuses unless the user's
+# configuration names the registry insecure (containers-registries.conf(5)). The node's containerd pulls
+# from a registry on loopback over http by itself.
+mkdir -p "$HOME/.config/containers"
+printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "127.0.0.1:$registry_port" >"$HOME/.config/containers/registries.conf"
+export PATH=$HOME/.local/bin:$state/bin:$PATH
+mkdir -p "$HOME/.local/bin"
+ln -s "$KUBE_BIN_DIR/kubectl" "$state/bin/kubectl"
+for tool in kafka-topics.sh:org.apache.kafka.tools.TopicCommand kafka-acls.sh:org.apache.kafka.tools.AclCommand \
+            kafka-console-consumer.sh:org.apache.kafka.tools.consumer.ConsoleConsumer \
+            kafka-configs.sh:kafka.admin.ConfigCommand; do
+  printf '#!/usr/bin/env bash\nsource %q\nsource %q\nkafka_run_class %s "$@"\n' "$root/deploy/local/lib/common.sh" \
+    "$root/deploy/local/lib/kafka.sh" "${tool#*:}" >"$state/bin/${tool%%:*}"
+  chmod +x "$state/bin/${tool%%:*}"
+done
+cat >"$state/test-values.yaml" <<YAML
+chargeApi:
+  replicas: 1
+  extraEnv: {ACQUIRER_ALLOW_PLAIN_HTTP: "true"}
+outboxRelay:
+  replicas: 1
+reconciler:
+  extraEnv: {ACQUIRER_ALLOW_PLAIN_HTTP: "true"}
+YAML
+helm() {
+  case ${1:-} in
+    install | upgrade) "$helm_bin" "$@" -f "$state/test-values.yaml" ;;
+    *) "$helm_bin" "$@" ;;
+  esac
+}
+# The repository as the person's checkout, but with this run's release build (and no file of theirs).
+checkout=$state/checkout
+for entry in "$root"/* "$root"/.git; do
+  [[ $(basename "$entry") == build ]] || ln -s "$entry" "$checkout/$(basename "$entry")"
+done
+ln -s "$(dirname "$(dirname "$image_archive")")" "$checkout/build/release"
+cd "$checkout"
+psql_charge() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$(pg_url "$pg_port" charge)" -c "$1"; }
+# post_charge KEY IDEMPOTENCY_KEY: the status of a charge sent through the page's port-forward.
+post_charge() {
+  curl -sS -o "$state/body" -w '%{http_code}' -X POST http://127.0.0.1:18080/v1/charges \
+    -H "Authorization: Bearer $1" -H "Idempotency-Key: $2" -H 'Content-Type: application/json' \
+    -d '{"amount": 2500, "currency": "BRL", "order_id": "PED-'"$2"'", "payment_method": "pm_tok_visa"}'
+}
+
+# ---- Installing ------------------------------------------------------------------------------------------
+run_block variables
+[[ $NAMESPACE == payments && $RELEASE == charges && $FULLNAME == charges-charge-outbox ]] ||
+  fail "the page's variables: $NAMESPACE $RELEASE $FULLNAME"
+run_block image
+skopeo inspect "docker://$REGISTRY/charge-outbox:$VERSION" >/dev/null ||
+  fail "the image step did not push charge-outbox:$VERSION to the registry"
+run_block kafka-topic
+run_block kafka-acls
+kafka-acls.sh --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --list --topic charge-events >"$state/acls" 2>&1
+grep -q 'principal=User:ANONYMOUS.*operation=WRITE' "$state/acls" && grep -q 'operation=READ' "$state/acls" ||
+  fail "the page's ACLs are not on the topic: $(cat "$state/acls")"
+run_block install
+[[ $(psql_charge "SELECT count(*) FROM pg_tables WHERE tablename IN ('charges', 'outbox', 'operator_actions')") == 3 ]] ||
+  fail "the migration hook did not create the tables"
+for component in charge-api outbox-relay; do
+  ready=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" \
+    -o jsonpath='{range .items[*]}{.spec.containers[0].image} {.status.containerStatuses[0].ready}{"\n"}{end}')
+  grep -q "^$REGISTRY/charge-outbox:$VERSION true$" <<<"$ready" ||
+    fail "no Ready $component pod running the registry's image: $ready"
+done
+run_block validate
+run_block plugin
+[[ -x $HOME/.local/bin/kubectl-charge_outbox ]] || fail "the plugin is not on the PATH"
+grep -q 'review resolve' "$state/out/plugin" || fail "charge-admin --help through the plugin: $(cat "$state/out/plugin")"
+
+# ---- The first merchant, a charge, its event, a rotation -------------------------------------------------
+run_block first-merchant
+[[ $MERCHANT =~ ^[0-9a-f-]{36}$ ]] || fail "merchant add did not give an id: $MERCHANT"
+[[ $KEY =~ ^sk_[0-9A-Za-z]{43}$ ]] || fail "key issue did not give a key"
+grep -q "Loja Um" "$state/out/first-merchant" || fail "merchant list did not show the merchant"
+grep -q "${KEY:0:16}" "$state/out/first-merchant" || fail "key list did not show the key's prefix"
+grep -q "$KEY" "$state/out/first-merchant" && fail "a key was printed by a list"
+[[ $(psql_charge "SELECT string_agg(action || ':' || operator, ',' ORDER BY id) FROM operator_actions") == \
+   "merchant.add:alice,key.issue:alice" ]] || fail "no audit rows for the merchant and its key"
+run_block first-charge
+charge=$(grep -o '"id":"ch_[^"]*"' "$state/out/first-charge" | head -n 1 | cut -d'"' -f4)
+grep -q '"status":"captured"' "$state/out/first-charge" && grep -q '^HTTP 201$' "$state/out/first-charge" &&
+  [[ -n $charge ]] || fail "the first charge was not captured: $(cat "$state/out/first-charge")"
+[[ $(grep -c "^{\"id\":\"$charge\",\"merchant_id\"" "$state/out/first-charge") == 2 ]] ||
+  fail "the topic did not show the charge's pending and captured events: $(cat "$state/out/first-charge")"
+run_block rotate-revoke
+[[ $NEW_KEY =~ ^sk_[0-9A-Za-z]{43}$ && $NEW_KEY != "$KEY" ]] || fail "key rotate did not give a new key"
+[[ $(post_charge "$NEW_KEY" new-key-1) == 201 ]] || fail "the rotated key was refused: $(cat "$state/body")"
+# Revoked: refused at the latest auth.cache_ttl (30 s) later.
+deadline=$((SECONDS + 45))
+until [[ $(post_charge "$KEY" old-key-$SECONDS) == 401 ]]; do
+  ((SECONDS < deadline)) || fail "the revoked key still works 45 s after its revocation: $(cat "$state/body")"
+  sleep 2
+done
+[[ $(psql_charge "SELECT string_agg(action, ',' ORDER BY id) FROM operator_actions") == \
+   "merchant.add,key.issue,key.rotate,key.revoke" ]] || fail "no audit rows for the rotation and the revocation"
+kill "$FORWARD" 2>/dev/null || true
+run_block rollout-restart
+
+# ---- Charges that need a person ----------------------------------------------------------------------------
+CHARGE=$(psql_charge "
+  WITH ins AS (
+    INSERT INTO charges (id, merchant_id, idempotency_key, request_fingerprint, order_id, amount, currency,
+                         payment_method, last_sequence, attempt_count, status, failure_reason, created_at, updated_at)
+    VALUES (gen_random_uuid(), '$MERCHANT', 'docs-review-1', sha256('docs-review-1'::bytea), 'PED-7', 4200, 'BRL',
+            'pm_tok_visa', 1, 1, 'needs_review', 'not_found_at_acquirer', now() - interval '2 hours', now())
+    RETURNING *)
+  SELECT charge_public_id(id) FROM ins")
+REASON=not_found_at_acquirer
+run_block review-by-reason
+grep -q "$CHARGE" "$state/out/review-by-reason" || fail "review list --reason did not list $CHARGE"
+run_block review
+grep -q "needs_review (not_found_at_acquirer) -> failed by alice" "$state/out/review" ||
+  fail "review resolve did not decide $CHARGE"
+[[ $(psql_charge "SELECT status || ' ' || failure_reason FROM charges WHERE charge_public_id(id) = '$CHARGE'") == \
+   "failed operator_decision" ]] || fail "the decision did not land"
+run_block audit-prune
+run_block window-by-hand
+grep -qi 'window' "$state/out/window-by-hand" || fail "the window report said nothing: $(cat "$state/out/window-by-hand")"
+
+# ---- The relay's runbooks: its logs and pods, and parked events made for real ----------------------------
+run_block relay-logs
+[[ -s $state/out/relay-logs ]] || fail "the relay's log is empty"
+run_block relay-pods
+grep -q "$FULLNAME-outbox-relay" "$state/out/relay-pods" || fail "no relay Deployment listed"
+# Kafka refuses events larger than the topic allows, permanently: the relay parks them.
+kafka-configs.sh --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --alter --entity-type topics \
+  --entity-name charge-events --add-config max.message.bytes=200 >/dev/null
+kubectl -n "$NAMESPACE" port-forward "svc/$FULLNAME-charge-api" 18080:80 >/dev/null 2>&1 &
+wait_http_status() { local deadline=$((SECONDS + 30)); until [[ $(post_charge "$NEW_KEY" "$1") == 201 ]]; do
+  ((SECONDS < deadline)) || fail "no 201 through the port-forward: $(cat "$state/body")"; sleep 1; done; }
+wait_http_status parked-a
+wait_http_status parked-b
+deadline=$((SECONDS + 60))
+until [[ $(psql_charge "SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL") == 2 ]]; do
+  ((SECONDS < deadline)) || fail "the relay did not park the two oversized events: $(psql_charge "SELECT type, parked_at, park_error FROM outbox WHERE published_at IS NULL")"
+  sleep 1
+done
+parked=($(psql_charge "SELECT id FROM outbox WHERE parked_at IS NOT NULL AND published_at IS NULL ORDER BY created_at"))
+run_block parked-list
+grep -q "${parked[0]}" "$state/out/parked-list" && grep -q "${parked[1]}" "$state/out/parked-list" ||
+  fail "parked list did not show both events: $(cat "$state/out/parked-list")"
+EVENT=${parked[0]}
+run_block parked-fix
+EVENT=${parked[1]}
+run_block parked-skip
+deadline=$((SECONDS + 60))
+until [[ $(psql_charge "SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0 ]]; do
+  ((SECONDS < deadline)) || fail "events still unpublished after retry and skip: $(psql_charge "SELECT type, parked_at FROM outbox WHERE published_at IS NULL")"
+  sleep 1
+done
+[[ $(psql_charge "SELECT count(*) FROM outbox WHERE id = '${parked[1]}' AND skipped_at IS NOT NULL") == 1 ]] ||
+  fail "the skipped event is not marked skipped"
+[[ $(psql_charge "SELECT string_agg(action, ',' ORDER BY id) FROM operator_actions WHERE action LIKE 'parked.%'") == \
+   "parked.retry,parked.skip" ]] || fail "no audit rows for the parked events"
+
+# ---- The reconciler's runbooks -----------------------------------------------------------------------------
+run_block reconciler-state
+grep -q "$FULLNAME-reconciler" "$state/out/reconciler-state" || fail "the CronJob was not shown"
+run_block reconciler-resume
+manual=$(kubectl -n "$NAMESPACE" get jobs -o name | grep -- "-reconciler-manual-") || fail "no manual run was created"
+kubectl -n "$NAMESPACE" wait --for=condition=complete "$manual" --timeout=180s >/dev/null ||
+  fail "the manual reconciler run did not complete: $(kubectl -n "$NAMESPACE" get jobs,pods)"
+# The block reads the newest run's log: wait until the newest run (a scheduled one may have started since)
+# has ended, so that its log holds the summary.
+deadline=$((SECONDS + 120))
+until kubectl -n "$NAMESPACE" get jobs -l app.kubernetes.io/component=reconciler --sort-by=.metadata.creationTimestamp \
+        -o jsonpath='{range .items[*]}{.status.completionTime}{.status.failed}{"\n"}{end}' | tail -n 1 | grep -q .; do
+  ((SECONDS < deadline)) || fail "the newest reconciler run did not end within 120 s"
+  sleep 1
+done
+run_block run-failed
+grep -q 'examined' "$state/out/run-failed" || fail "the run's log has no summary: $(cat "$state/out/run-failed")"
+
+# ---- Every block of the page ran -------------------------------------------------------------------------
+not_run=$(comm -23 <(sort "$blocks/ORDER") <(printf '%s\n' "${ran[@]}" | sort))
+[[ -z $not_run ]] || fail "blocks of docs/operations.md that no step of this test runs: $not_run"
+step "passed: ${#ran[@]} blocks"
