@@ -113,6 +113,17 @@ Response ProblemJson(Status status, std::string_view title, std::string_view det
   return response;
 }
 
+namespace {
+
+// A problem the server answers by itself, typed by ServerOptions::problem_type_prefix when it has one.
+Response OwnProblem(const ServerOptions& options, Status status, std::string_view slug, std::string_view title,
+                    std::string_view detail, boost::json::object extra = {}) {
+  if (!options.problem_type_prefix.empty()) extra["type"] = options.problem_type_prefix + std::string(slug);
+  return ProblemJson(status, title, detail, extra);
+}
+
+}  // namespace
+
 Response JsonResponse(Status status, const boost::json::value& body) {
   return JsonResponse(status, boost::json::serialize(body));
 }
@@ -305,15 +316,16 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
       if (header_ec == bhttp::error::body_limit) {
         boost::json::object extra;
         extra["limit"] = options.body_limit;
-        problem = ProblemJson(Status::payload_too_large, "Request body too large",
-                              "the body exceeds the limit of " + std::to_string(options.body_limit) + " bytes",
-                              extra);
+        problem = OwnProblem(options, Status::payload_too_large, "body-too-large", "Request body too large",
+                             "the body exceeds the limit of " + std::to_string(options.body_limit) + " bytes",
+                             extra);
       } else if (header_ec == bhttp::error::header_limit) {
-        problem = ProblemJson(Status::request_header_fields_too_large, "Request header too large",
-                              "the header exceeds the limit of " + std::to_string(options.header_limit) + " bytes");
+        problem = OwnProblem(options, Status::request_header_fields_too_large, "header-too-large",
+                             "Request header too large",
+                             "the header exceeds the limit of " + std::to_string(options.header_limit) + " bytes");
       } else if (!IsClientGone(header_ec) && IsHttpParseError(header_ec)) {
-        problem = ProblemJson(Status::bad_request, "Malformed HTTP request",
-                              "the request could not be parsed: " + header_ec.message());
+        problem = OwnProblem(options, Status::bad_request, "malformed-request", "Malformed HTTP request",
+                             "the request could not be parsed: " + header_ec.message());
       }
       if (problem.has_value()) {
         co_await PaceRefusal(*connection);
@@ -331,12 +343,12 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
     } catch (const boost::system::system_error& e) {
       if (e.code() == asio::error::operation_aborted && stopping.load()) break;  // cancelled by Stop
       spdlog::error("http server: handler failed: {}", e.what());
-      reply = Reply{ProblemJson(Status::internal_server_error, "Internal error",
-                                "the request could not be handled; it is safe to retry")};
+      reply = Reply{OwnProblem(options, Status::internal_server_error, "internal", "Internal error",
+                               "the request could not be handled; it is safe to retry")};
     } catch (const std::exception& e) {
       spdlog::error("http server: handler failed: {}", e.what());
-      reply = Reply{ProblemJson(Status::internal_server_error, "Internal error",
-                                "the request could not be handled; it is safe to retry")};
+      reply = Reply{OwnProblem(options, Status::internal_server_error, "internal", "Internal error",
+                               "the request could not be handled; it is safe to retry")};
     }
     if (reply.close_without_answer) break;
     if (reply.anonymous_refusal) co_await PaceRefusal(*connection);

@@ -134,18 +134,32 @@ asio::awaitable<db::DbResult<ApiKeyCache::Answer>> ApiKeyCache::Authenticate(con
   co_return found;
 }
 
-std::optional<std::string> BearerKey(std::string_view authorization) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (authorization.size() <= kScheme.size()) return std::nullopt;
-  for (std::size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return std::nullopt;
+BearerCredentials ReadBearer(std::optional<std::string_view> authorization) {
+  using Form = BearerCredentials::Form;
+  auto header = authorization.value_or("");
+  while (!header.empty() && header.front() == ' ') header.remove_prefix(1);
+  while (!header.empty() && header.back() == ' ') header.remove_suffix(1);
+  if (header.empty()) return {Form::kMissing, {}};
+  constexpr std::string_view kScheme = "bearer";
+  const auto scheme = header.substr(0, header.find(' '));
+  if (scheme.size() != kScheme.size() ||
+      !std::equal(scheme.begin(), scheme.end(), kScheme.begin(),
+                  [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; })) {
+    return {Form::kOtherScheme, {}};
   }
-  auto key = authorization.substr(kScheme.size());
+  auto key = header.substr(scheme.size());
   while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
-  while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
-  if (key.empty() || key.size() > 256) return std::nullopt;
-  if (!std::all_of(key.begin(), key.end(), [](char c) { return c > 0x20 && c < 0x7f; })) return std::nullopt;
-  return std::string(key);
+  if (key.empty() || key.size() > 256) return {Form::kMalformedKey, {}};
+  if (!std::all_of(key.begin(), key.end(), [](char c) { return c > 0x20 && c < 0x7f; })) {
+    return {Form::kMalformedKey, {}};
+  }
+  return {Form::kKey, std::string(key)};
+}
+
+std::optional<std::string> BearerKey(std::string_view authorization) {
+  auto read = ReadBearer(authorization);
+  if (read.form != BearerCredentials::Form::kKey) return std::nullopt;
+  return std::move(read.key);
 }
 
 }  // namespace charge_outbox::charge_api

@@ -76,7 +76,17 @@ class ApiKeyCache {
   std::unordered_map<std::string, std::shared_ptr<Flight>> flights_;
 };
 
-// The key of "Authorization: Bearer <key>", or nullopt when the header is missing or not a bearer key.
+// What an Authorization header holds, judged by its form alone (no lookup): nothing (absent or blank),
+// another scheme, a bearer token that is not an API key's form (1 to 256 visible ASCII characters), or a
+// key. The scheme is case-insensitive; spaces around the token are not part of it.
+struct BearerCredentials {
+  enum class Form { kMissing, kOtherScheme, kMalformedKey, kKey };
+  Form form = Form::kMissing;
+  std::string key;  // kKey only
+};
+BearerCredentials ReadBearer(std::optional<std::string_view> authorization);
+
+// The key of "Authorization: Bearer <key>", or nullopt when the header holds no well-formed bearer key.
 std::optional<std::string> BearerKey(std::string_view authorization);
 
 }  // namespace charge_outbox::charge_api

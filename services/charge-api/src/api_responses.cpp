@@ -11,12 +11,10 @@ namespace {
 namespace json = boost::json;
 using http::Status;
 
-// Problem types are URNs: stable identifiers that promise no web page.
-constexpr const char* kProblemBase = "urn:charge-outbox:problem:";
 
-http::Response Problem(Status status, const char* slug, const char* title, const std::string& detail,
+http::Response Problem(Status status, std::string_view slug, const char* title, const std::string& detail,
                        json::object extra = {}) {
-  extra["type"] = std::string(kProblemBase) + slug;
+  extra["type"] = ProblemType(slug);
   return http::ProblemJson(status, title, detail, extra);
 }
 
@@ -24,29 +22,55 @@ void WithRetryAfter(http::Response& r, std::chrono::seconds s) {
   r.set(boost::beast::http::field::retry_after, std::to_string(std::max<long long>(1, s.count())));
 }
 
+// RFC 6750 section 3: no error code when the request carries no bearer credentials (none at all, or
+// another scheme); `invalid_token` for a token that is malformed, unknown or revoked (401 either way).
+http::Response Unauthorized(std::string_view slug, const char* title, const std::string& detail,
+                            const char* invalid_token_description) {
+  auto r = Problem(Status::unauthorized, slug, title, detail);
+  r.set(boost::beast::http::field::www_authenticate,
+        invalid_token_description == nullptr
+            ? std::string("Bearer")
+            : std::string(R"(Bearer error="invalid_token", error_description=")") + invalid_token_description + "\"");
+  return r;
+}
+
+// What a POST refused before its key was used may add: the client fixes it and keeps its key.
+constexpr const char* kKeyUnused =
+    " Nothing was stored for this request under its Idempotency-Key: fix it and send it again with the same key.";
+
 }  // namespace
+
+std::string ProblemType(std::string_view slug) { return std::string(kProblemTypePrefix) + std::string(slug); }
 
 http::Response ToResponse(const ApiError& e) {
   switch (e.code) {
     case ApiErrc::kMissingIdempotencyKey:
       return Problem(Status::bad_request, "idempotency-key-missing", "Idempotency-Key header is required",
                      "Send a unique Idempotency-Key (1 to 255 visible ASCII characters) with every POST, and the "
-                     "same key when you retry it.");
+                     "same key when you retry it. Nothing was stored for this request.");
     case ApiErrc::kMalformedIdempotencyKey:
       return Problem(Status::bad_request, "idempotency-key-malformed", "Idempotency-Key is malformed",
-                     "An Idempotency-Key is 1 to 255 visible ASCII characters (0x21-0x7E).");
+                     "An Idempotency-Key is 1 to 255 visible ASCII characters (0x21-0x7E). Nothing was stored for "
+                     "this request.");
     case ApiErrc::kInvalidField:
-      return Problem(Status::bad_request, "invalid-request", "Invalid request", e.field + " " + e.detail,
-                     {{"field", e.field}});
-    case ApiErrc::kUnauthorized: {
-      auto r = Problem(Status::unauthorized, "unauthorized", "Missing or unknown API key",
-                       "Send Authorization: Bearer <your API key>.");
-      r.set(boost::beast::http::field::www_authenticate, "Bearer");
-      return r;
-    }
+      return Problem(Status::bad_request, "invalid-request", "Invalid request",
+                     e.field + " " + e.detail + "." + (e.key_unused ? kKeyUnused : ""), {{"field", e.field}});
+    case ApiErrc::kApiKeyMissing:
+      return Unauthorized("api-key-missing", "API key missing", "Send Authorization: Bearer <your API key>.", nullptr);
+    case ApiErrc::kAuthSchemeNotBearer:
+      return Unauthorized("api-key-malformed", "Authorization is not a bearer API key",
+                          "Send Authorization: Bearer <your API key>; no other scheme is accepted.", nullptr);
+    case ApiErrc::kApiKeyMalformed:
+      return Unauthorized("api-key-malformed", "API key malformed",
+                          "An API key is 1 to 256 visible ASCII characters after \"Bearer \".", "malformed API key");
+    case ApiErrc::kApiKeyUnknown:
+      // Unknown and revoked read the same: no answer tells which keys exist.
+      return Unauthorized("api-key-unknown", "Unknown or revoked API key",
+                          "This API key is unknown or revoked. Send a current key of your merchant.",
+                          "unknown or revoked API key");
     case ApiErrc::kUnsupportedMediaType:
       return Problem(Status::unsupported_media_type, "unsupported-media-type", "Unsupported media type",
-                     "Send the body as Content-Type: application/json.");
+                     std::string("Send the body as Content-Type: application/json.") + (e.key_unused ? kKeyUnused : ""));
     case ApiErrc::kNotFound:
       return Problem(Status::not_found, "not-found", "Not found", e.detail);
     case ApiErrc::kMethodNotAllowed:
@@ -109,7 +133,7 @@ http::Response ToResponse(const ApiError& e) {
                      "This answer says nothing about the charge of this Idempotency-Key. Retry with the same key, "
                      "or GET the charge; a retry with the same key never charges twice.");
   }
-  return http::ProblemJson(Status::internal_server_error, "Internal error", "");
+  return Problem(Status::internal_server_error, "internal", "Internal error", "");
 }
 
 std::string ChargeJson(const charges::Charge& c) {
@@ -138,7 +162,7 @@ OutcomeResponse ResponseFor(const charges::Charge& c) {
     case ChargeStatus::kFailed:
     case ChargeStatus::kCanceled: {
       json::object p;
-      p["type"] = std::string(kProblemBase) + (c.decline_code ? "card-declined" : "payment-failed");
+      p["type"] = ProblemType(c.decline_code ? "card-declined" : "payment-failed");
       p["title"] = c.decline_code ? "The card was declined" : "The payment did not go through";
       p["status"] = 402;
       // What the record holds, and no more: a canceled charge's capture was voided (taken, then given
@@ -166,11 +190,15 @@ OutcomeResponse ResponseFor(const charges::Charge& c) {
   return {500, "{}"};
 }
 
-http::Response ToHttp(const OutcomeResponse& outcome, const std::string& public_id, bool replayed) {
+http::Response ToHttp(const OutcomeResponse& outcome, const std::string& public_id, bool replayed,
+                      std::chrono::seconds retry_after) {
   http::Response r{static_cast<Status>(outcome.status), 11};
   r.set(boost::beast::http::field::content_type,
         outcome.status == 402 ? "application/problem+json" : "application/json");
-  if (outcome.status == 201) r.set(boost::beast::http::field::location, "/v1/charges/" + public_id);
+  if (outcome.status == 201 || outcome.status == 202) {
+    r.set(boost::beast::http::field::location, "/v1/charges/" + public_id);
+  }
+  if (outcome.status == 202) WithRetryAfter(r, retry_after);
   if (replayed) r.set("Idempotent-Replayed", "true");
   r.body() = outcome.body;
   r.prepare_payload();

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 
 #include "charge_outbox/charges/charge.hpp"
 #include "charge_outbox/http/server.hpp"
@@ -14,7 +15,10 @@ enum class ApiErrc {
   kMissingIdempotencyKey,
   kMalformedIdempotencyKey,
   kInvalidField,
-  kUnauthorized,
+  kApiKeyMissing,        // no Authorization header
+  kAuthSchemeNotBearer,  // an Authorization header of another scheme (Basic, ...)
+  kApiKeyMalformed,      // Bearer, but not 1 to 256 visible ASCII characters: refused without a lookup
+  kApiKeyUnknown,        // unknown or revoked: the two read the same, so no answer tells which keys exist
   kUnsupportedMediaType,
   kNotFound,
   kMethodNotAllowed,
@@ -33,7 +37,14 @@ struct ApiError {
   std::string field;                      // kInvalidField
   std::chrono::seconds retry_after{0};    // 409, 429 and 503 answers: their Retry-After
   std::string charge_id;                  // kIdempotencyKeyReused, kRequestInFlight: the existing charge
+  // A POST refused before its Idempotency-Key was used (kInvalidField, kUnsupportedMediaType): nothing was
+  // stored for it, and the answer says the client may fix the request and send it with the same key.
+  bool key_unused = false;
 };
+
+// A problem `type` of ours: "urn:charge-outbox:problem:" + slug (docs/charge-api.md, "Smaller decisions").
+inline constexpr const char* kProblemTypePrefix = "urn:charge-outbox:problem:";
+std::string ProblemType(std::string_view slug);
 
 http::Response ToResponse(const ApiError& error);
 
@@ -50,6 +61,9 @@ struct OutcomeResponse {
 OutcomeResponse ResponseFor(const charges::Charge& charge);
 
 // Builds the HTTP response of a stored or computed outcome; `replayed` adds Idempotent-Replayed: true.
-http::Response ToHttp(const OutcomeResponse& outcome, const std::string& public_id, bool replayed);
+// 201 and 202 carry Location: /v1/charges/{id}; a 202 also Retry-After: `retry_after` (at least 1 s),
+// which the caller decides from what the charge waits for (retry_after.hpp).
+http::Response ToHttp(const OutcomeResponse& outcome, const std::string& public_id, bool replayed,
+                      std::chrono::seconds retry_after);
 
 }  // namespace charge_outbox::charge_api

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "admin_router.hpp"
+#include "api_responses.hpp"
 #include "api_key_cache.hpp"
 #include "charge_api_probe.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
@@ -75,6 +76,9 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   c.admin.threads = 1;
   c.admin.max_connections = 256;
   c.admin.body_limit = 1024;
+  // The server's own refusals (400, 413, 431, 500) carry a problem type of ours, like every other answer.
+  c.http.problem_type_prefix = kProblemTypePrefix;
+  c.admin.problem_type_prefix = kProblemTypePrefix;
   if (c.admin.port != 0 && c.admin.port == c.http.port) {
     throw config::ConfigError("admin.port", "must differ from http.port: probes and metrics never share the API port");
   }
@@ -146,6 +150,7 @@ struct ChargeApiApp::Parts {
                 {.instance_id = config.instance_id,
                  .lease = config.lease,
                  .deadline = config.deadline,
+                 .acquirer_request_timeout = config.acquirer.request_timeout,
                  .max_acquirer_runs = config.acquirer.max_connections + config.acquirer.max_queued}),
         auth_database(config.database_url,
                       config.database.OtherPool("charge-api-auth", config.auth_pool_size, config.auth_max_queued)),

@@ -69,7 +69,15 @@ ChargeService::ChargeService(charges::ChargeStore& store, acquirer::AcquirerClie
       clock_(clock),
       probe_(probe),
       late_records_(late_records),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  const auto& backoff = policy_.options().backoff;
+  retry_after_.lease = options_.lease;
+  // The budget may be unbounded (milliseconds::max()): saturate rather than overflow.
+  retry_after_.longest_run = backoff.budget > std::chrono::milliseconds::max() - options_.acquirer_request_timeout
+                                 ? std::chrono::milliseconds::max()
+                                 : backoff.budget + options_.acquirer_request_timeout;
+  retry_after_.retry_pause = backoff.max;
+}
 
 asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
   const auto traceparent = cmd.trace.ToTraceparent();
@@ -118,12 +126,12 @@ asio::awaitable<http::Response> ChargeService::Create(CreateCharge cmd) {
       co_return AnswerFor(charge, true);
     case BeginOutcome::kInFlight: {
       probe_.OnInFlightConflict();
-      const auto retry_after = std::chrono::ceil<std::chrono::seconds>(charge.lease_remaining);
+      const auto retry_after = InFlightRetryAfter(charge.lease_remaining, retry_after_);
       co_return ToResponse(ApiError{ApiErrc::kRequestInFlight, "", "", retry_after, charge.public_id()});
     }
     case BeginOutcome::kCreated:
       if (co_await failpoints::HitAsync("charge.after_intent_commit")) {
-        co_return co_await GiveUp(charge, lease, std::nullopt, cmd.trace);
+        co_return co_await GiveUp(charge, lease, std::nullopt, PendingWait::kRetry, cmd.trace);
       }
       co_return co_await Capture(charge, lease, charges::RunKind::kFirstCapture, begun->first_request_id, read_at,
                                  cmd.trace);
@@ -184,7 +192,7 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
   };
   const auto run = co_await charges::RunRecorded(policy_, clock_, recorder, capture_call, recorded_first_request);
   if (co_await failpoints::HitAsync("charge.after_acquirer_response")) {
-    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
+    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), PendingWait::kRetry, trace);
   }
   if (const auto refusal = recorder.refusal()) {
     co_return co_await Refused(charge, lease, *refusal, recorder.TakeLastFinish(), trace);
@@ -205,7 +213,11 @@ asio::awaitable<http::Response> ChargeService::Capture(const charges::Charge& ch
   }
   log::WithTrace(trace.trace_id, spdlog::level::info, "charge {} pending: acquirer outcome unknown ({}: {})",
                  charge.public_id(), acquirer::ToString(run.last().kind), reading.why);
-  co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
+  // Past the deadline a retry's takeover captures nothing: only the reconciler resolves it now.
+  const auto wait = reading.finding == charges::Finding::kCaptureToVoid || charge_facts.past_deadline
+                        ? PendingWait::kReconciler
+                        : PendingWait::kRetry;
+  co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), wait, trace);
 }
 
 asio::awaitable<charges::ChargeFacts> ChargeService::FactsAfterNeverSent(const charges::Charge& charge,
@@ -254,19 +266,20 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
       co_return co_await Settle(charge, lease, reading.transition, recorder, trace);
     case charges::Finding::kUnanswered:
       log_info("pending: the lookup got no answer (" + std::string(acquirer::ToString(run.last().kind)) + ")");
-      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
+      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(),
+                                past_deadline ? PendingWait::kReconciler : PendingWait::kRetry, trace);
     case charges::Finding::kCaptureToVoid:
       log_info("captured at the acquirer but past its deadline: left to the reconciler, which voids it");
-      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
+      co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), PendingWait::kReconciler, trace);
     case charges::Finding::kNotVisible: break;
   }
   if (past_deadline) {
     log_info("not found at the acquirer and past its deadline: not captured now; left to the reconciler");
-    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
+    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), PendingWait::kReconciler, trace);
   }
   if (draining_) {
     log_info("not found at the acquirer; not capturing while this instance shuts down");
-    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), trace);
+    co_return co_await GiveUp(charge, lease, recorder.TakeLastFinish(), PendingWait::kRetry, trace);
   }
   // Not visible at the acquirer: capture with the same key. If an earlier capture is merely not visible
   // yet, the acquirer deduplicates by key and answers with it. Recording each capture attempt renews the
@@ -293,9 +306,9 @@ asio::awaitable<http::Response> ChargeService::Refused(const charges::Charge& ch
     case charges::Refusal::kVoidOnRecord:
       log::WithTrace(trace.trace_id, spdlog::level::info, "charge {}: not captured ({}); left to the reconciler",
                      charge.public_id(), charges::ToString(refusal));
-      co_return co_await GiveUp(charge, lease, std::move(last), trace);
+      co_return co_await GiveUp(charge, lease, std::move(last), PendingWait::kReconciler, trace);
   }
-  co_return co_await GiveUp(charge, lease, std::move(last), trace);
+  co_return co_await GiveUp(charge, lease, std::move(last), PendingWait::kReconciler, trace);
 }
 
 asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& charge, const charges::Lease& lease,
@@ -325,7 +338,8 @@ asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& cha
     spdlog::error("charge {} outcome {} not recorded: {}", charge.public_id(), charges::ToString(transition.to),
                   settled.error().detail);
     probe_.OnChargeOutcome("pending");
-    co_return ToHttp(ResponseFor(charge), charge.public_id(), false);
+    co_return ToHttp(ResponseFor(charge), charge.public_id(), false,
+                     PendingRetryAfter(charge, PendingWait::kOurLease, retry_after_));
   }
   const auto& now = settled->charge;
   switch (settled->outcome) {
@@ -341,12 +355,15 @@ asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& cha
     case charges::SettleOutcome::kFlagged:
       probe_.OnChargeOutcome(OutcomeLabel(now));
       co_return AnswerFor(now, false);
-    case charges::SettleOutcome::kUnflagged:
+    case charges::SettleOutcome::kUnflagged: {
       // We hold the acquirer's proof against the recorded state, and the flag did not land: the record's
       // state (its stored answer above all) is exactly what must not be repeated. Under review is the truth.
       probe_.OnUnflaggedContradiction();
       probe_.OnChargeOutcome("needs_review");
-      co_return ToHttp(ResponseFor(charges::UnderReview(now, *settled->contradiction)), now.public_id(), false);
+      const auto under_review = charges::UnderReview(now, *settled->contradiction);
+      co_return ToHttp(ResponseFor(under_review), now.public_id(), false,
+                       PendingRetryAfter(under_review, PendingWait::kAsRead, retry_after_));
+    }
     case charges::SettleOutcome::kRefused:
       // The statement finished the attempt even though it refused the transition.
       co_return co_await Refused(charge, lease, *settled->refusal, std::nullopt, trace);
@@ -356,11 +373,12 @@ asio::awaitable<http::Response> ChargeService::Settle(const charges::Charge& cha
 
 asio::awaitable<http::Response> ChargeService::GiveUp(const charges::Charge& charge, const charges::Lease& lease,
                                                       std::optional<charges::AttemptFinish> last_attempt,
-                                                      const trace::TraceContext& trace) {
+                                                      PendingWait wait, const trace::TraceContext& trace) {
   // The outcome stays unknown: the charge stays pending and its lease is given up, so the client's retry
   // takes it over at once (asking the acquirer by key) instead of waiting for the lease to run out.
   const auto released = co_await store_.Release(charge.id, lease.owner_id, last_attempt);
   if (!released) {
+    wait = PendingWait::kOurLease;  // a retry meets this request's lease (409) until it runs out
     log::WithTrace(trace.trace_id, spdlog::level::warn, "lease of charge {} not released: {}", charge.public_id(),
                    released.error().detail);
     // What the run proved about its last attempt must still reach the record: above all that it never
@@ -373,7 +391,7 @@ asio::awaitable<http::Response> ChargeService::GiveUp(const charges::Charge& cha
     }
   }
   probe_.OnChargeOutcome("pending");
-  co_return ToHttp(ResponseFor(charge), charge.public_id(), false);
+  co_return ToHttp(ResponseFor(charge), charge.public_id(), false, PendingRetryAfter(charge, wait, retry_after_));
 }
 
 asio::awaitable<http::Response> ChargeService::GiveUpBusy(const charges::Charge& charge,
@@ -383,17 +401,18 @@ asio::awaitable<http::Response> ChargeService::GiveUpBusy(const charges::Charge&
   log::WithTrace(trace.trace_id, spdlog::level::warn,
                  "charge {} pending: not sent, every acquirer connection of this instance was busy",
                  charge.public_id());
-  co_await GiveUp(charge, lease, std::move(last_attempt), trace);
+  co_await GiveUp(charge, lease, std::move(last_attempt), PendingWait::kRetry, trace);
   co_return ToResponse(ApiError{ApiErrc::kAcquirerBusy, "", "", options_.unavailable_retry_after, charge.public_id()});
 }
 
-http::Response ChargeService::AnswerFor(const charges::Charge& charge, bool replayed) {
+http::Response ChargeService::AnswerFor(const charges::Charge& charge, bool replayed, PendingWait wait) {
+  const auto retry_after = PendingRetryAfter(charge, wait, retry_after_);
   if (charge.response_status && charge.response_body) {
-    return ToHttp({*charge.response_status, *charge.response_body}, charge.public_id(), replayed);
+    return ToHttp({*charge.response_status, *charge.response_body}, charge.public_id(), replayed, retry_after);
   }
   // Resolved without a stored answer (by the reconciler), or flagged for review since: what its state
   // calls for now, the same as GET shows.
-  return ToHttp(ResponseFor(charge), charge.public_id(), replayed);
+  return ToHttp(ResponseFor(charge), charge.public_id(), replayed, retry_after);
 }
 
 asio::awaitable<http::Response> ChargeService::AnswerAsItIsNow(const charges::Charge& fallback) {

@@ -38,6 +38,7 @@
 #include "charge_outbox/trace/trace_context.hpp"
 #include "charge_request.hpp"
 #include "late_records.hpp"
+#include "retry_after.hpp"
 
 namespace charge_outbox::charge_api {
 
@@ -51,6 +52,9 @@ struct ChargeServiceOptions {
   // The same value as the reconciler's `reconciler.deadline`.
   std::chrono::milliseconds deadline{std::chrono::hours{1}};
   std::chrono::seconds unavailable_retry_after{1};
+  // acquirer.request_timeout: with the retry policy's budget, how long an owner's acquirer run can last
+  // (the 409's Retry-After, retry_after.hpp).
+  std::chrono::milliseconds acquirer_request_timeout{std::chrono::seconds{10}};
   // Charges that may be working with the acquirer at once (its pool's connections plus the queue behind
   // them). One more is answered 503 before its intent is written: nothing stored, nothing sent.
   std::size_t max_acquirer_runs = std::numeric_limits<std::size_t>::max();
@@ -104,16 +108,18 @@ class ChargeService {
                                                 const trace::TraceContext& trace);
   // `trace`, here and in every function that takes one: the request's, which each log line about its
   // charge carries (log::WithTrace, scoped to the line: a coroutine may resume on another thread).
+  // `wait`: kRetry or kReconciler, what the released charge waits for (its 202's Retry-After).
   boost::asio::awaitable<http::Response> GiveUp(const charges::Charge& charge, const charges::Lease& lease,
                                                 std::optional<charges::AttemptFinish> last_attempt,
-                                                const trace::TraceContext& trace);
+                                                PendingWait wait, const trace::TraceContext& trace);
   // Like GiveUp, but the run never left this process because our own acquirer pool was full: a 503 the
   // client retries with the same key (the retry takes the released charge over at once).
   boost::asio::awaitable<http::Response> GiveUpBusy(const charges::Charge& charge, const charges::Lease& lease,
                                                     std::optional<charges::AttemptFinish> last_attempt,
                                                     const trace::TraceContext& trace);
-  // The answer a charge's current state calls for: its stored response, or the one its state implies.
-  http::Response AnswerFor(const charges::Charge& charge, bool replayed);
+  // The answer a charge's current state calls for: its stored response, or the one its state implies; a
+  // 202 with the Retry-After of `wait`.
+  http::Response AnswerFor(const charges::Charge& charge, bool replayed, PendingWait wait = PendingWait::kAsRead);
   // What the charge is now, read afresh; `fallback` when it cannot be read.
   boost::asio::awaitable<http::Response> AnswerAsItIsNow(const charges::Charge& fallback);
   bool PastDeadline(const charges::Charge& charge, std::chrono::steady_clock::time_point read_at);
@@ -125,6 +131,7 @@ class ChargeService {
   ChargeApiProbe& probe_;
   LateRecords& late_records_;
   ChargeServiceOptions options_;
+  RetryAfterTimes retry_after_;
   std::atomic<std::size_t> acquirer_runs_{0};
   std::atomic<bool> draining_{false};
 };

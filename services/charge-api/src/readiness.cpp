@@ -1,5 +1,7 @@
 #include "readiness.hpp"
 
+#include "api_responses.hpp"
+
 namespace charge_outbox::charge_api {
 
 namespace asio = boost::asio;
@@ -38,7 +40,12 @@ asio::awaitable<http::Response> Readiness::Check() {
     last_ = answer;
     answered_ = clock_();
   }
-  if (!answer->ready) co_return http::ProblemJson(Status::service_unavailable, "Not ready", answer->detail);
+  if (!answer->ready) {
+    boost::json::object type;
+    type["type"] = ProblemType("not-ready");
+    auto not_ready = http::ProblemJson(Status::service_unavailable, "Not ready", answer->detail, type);
+    co_return not_ready;
+  }
   co_return http::JsonResponse(Status::ok, std::string(R"({"status":"ready"})"));
 }
 

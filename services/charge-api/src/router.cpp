@@ -76,7 +76,7 @@ asio::awaitable<std::variant<charges::Merchant, ApiError>> Router::Authenticate(
     refund();
     co_return **answer;
   }
-  co_return ApiError{ApiErrc::kUnauthorized};
+  co_return ApiError{ApiErrc::kApiKeyUnknown};
 }
 
 asio::awaitable<Router::Routed> Router::Route(const http::Request& request, const asio::ip::address& peer) {
@@ -102,11 +102,24 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request, cons
   }
   if (item && method != bhttp::verb::get) co_return Routed{route, MethodNotAllowed("GET"), true};
 
-  // Every /v1 route belongs to a merchant.
-  const auto bearer = BearerKey(std::string_view(request[bhttp::field::authorization].data(),
-                                                 request[bhttp::field::authorization].size()));
-  if (!bearer) co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnauthorized}), true};
-  auto authenticated = co_await Authenticate(*bearer, http::ClientKey(peer));
+  // Every /v1 route belongs to a merchant. A header without a well-formed bearer key is refused by its form
+  // alone, before any lookup, so what it says tells nothing about which keys exist.
+  std::optional<std::string_view> authorization;
+  if (const auto header = request.find(bhttp::field::authorization); header != request.end()) {
+    authorization = std::string_view(header->value().data(), header->value().size());
+  }
+  auto credentials = ReadBearer(authorization);
+  switch (credentials.form) {
+    case BearerCredentials::Form::kMissing:
+      co_return Routed{route, ToResponse(ApiError{ApiErrc::kApiKeyMissing}), true};
+    case BearerCredentials::Form::kOtherScheme:
+      co_return Routed{route, ToResponse(ApiError{ApiErrc::kAuthSchemeNotBearer}), true};
+    case BearerCredentials::Form::kMalformedKey:
+      co_return Routed{route, ToResponse(ApiError{ApiErrc::kApiKeyMalformed}), true};
+    case BearerCredentials::Form::kKey: break;
+  }
+  const auto bearer = std::move(credentials.key);
+  auto authenticated = co_await Authenticate(bearer, http::ClientKey(peer));
   if (auto* refused = std::get_if<ApiError>(&authenticated)) {
     // A database failure is ours, not the client's doing: it is answered at once.
     if (refused->code == ApiErrc::kDatabaseUnavailable) co_return Routed{route, ToResponse(*refused)};
@@ -144,16 +157,21 @@ asio::awaitable<Router::Routed> Router::Route(const http::Request& request, cons
   // POST /v1/charges
   if (!IsJsonMediaType(std::string_view(request[bhttp::field::content_type].data(),
                                         request[bhttp::field::content_type].size()))) {
-    co_return Routed{route, ToResponse(ApiError{ApiErrc::kUnsupportedMediaType})};
+    co_return Routed{route, ToResponse(ApiError{.code = ApiErrc::kUnsupportedMediaType, .key_unused = true})};
   }
   const auto key_header = request.find("Idempotency-Key");
   if (key_header == request.end()) co_return Routed{route, ToResponse(ApiError{ApiErrc::kMissingIdempotencyKey})};
   const std::string key(key_header->value().data(), key_header->value().size());
   if (!IsValidIdempotencyKey(key)) co_return Routed{route, ToResponse(ApiError{ApiErrc::kMalformedIdempotencyKey})};
 
+  // Every refusal above and here comes before ChargeService::Create, the first thing that stores anything
+  // under the key: the answer can say the key is unused by this request.
   auto parsed = ParseChargeRequest(request.body());
   if (const auto* error = std::get_if<FieldError>(&parsed)) {
-    co_return Routed{route, ToResponse(ApiError{ApiErrc::kInvalidField, error->problem, error->field})};
+    co_return Routed{route, ToResponse(ApiError{.code = ApiErrc::kInvalidField,
+                                                .detail = error->problem,
+                                                .field = error->field,
+                                                .key_unused = true})};
   }
   const auto incoming = request.find("traceparent");
   auto parent = incoming == request.end()

@@ -5,6 +5,8 @@
 
 #include <boost/json/parse.hpp>
 
+#include <set>
+
 #include "api_key_cache.hpp"
 #include "charge_service.hpp"
 #include "router.hpp"
@@ -83,21 +85,34 @@ TEST(ResponseFor, A402SaysWhatTheRecordHoldsAndThatANewAttemptNeedsANewKey) {
 }
 
 TEST(ToHttp, SetsLocationContentTypeAndReplayHeader) {
-  const auto created = ToHttp({201, "{}"}, "ch_x", true);
+  const auto created = ToHttp({201, "{}"}, "ch_x", true, std::chrono::seconds{9});
   EXPECT_EQ(created.result_int(), 201u);
   EXPECT_EQ(created["Location"], "/v1/charges/ch_x");
   EXPECT_EQ(created["Idempotent-Replayed"], "true");
   EXPECT_EQ(created["Content-Type"], "application/json");
-  const auto declined = ToHttp({402, "{}"}, "ch_x", false);
+  EXPECT_EQ(created.count("Retry-After"), 0u);
+  const auto declined = ToHttp({402, "{}"}, "ch_x", false, std::chrono::seconds{9});
   EXPECT_EQ(declined["Content-Type"], "application/problem+json");
   EXPECT_EQ(declined.count("Idempotent-Replayed"), 0u);
   EXPECT_EQ(declined.count("Location"), 0u);
+  EXPECT_EQ(declined.count("Retry-After"), 0u);
+}
+
+// Issue 43: a 202 says where to look and when to come back (never sooner than 1 s).
+TEST(ToHttp, A202CarriesLocationAndRetryAfter) {
+  const auto pending = ToHttp({202, "{}"}, "ch_x", false, std::chrono::seconds{8});
+  EXPECT_EQ(pending["Location"], "/v1/charges/ch_x");
+  EXPECT_EQ(pending["Retry-After"], "8");
+  EXPECT_EQ(ToHttp({202, "{}"}, "ch_x", true, std::chrono::seconds{0})["Retry-After"], "1");
 }
 
 TEST(ToResponse, EveryErrorIsProblemJsonWithItsStatus) {
   const std::pair<ApiErrc, unsigned> expected[] = {
       {ApiErrc::kMissingIdempotencyKey, 400}, {ApiErrc::kMalformedIdempotencyKey, 400},
-      {ApiErrc::kInvalidField, 400},          {ApiErrc::kUnauthorized, 401},
+      {ApiErrc::kInvalidField, 400},          {ApiErrc::kApiKeyMissing, 401},
+      {ApiErrc::kAuthSchemeNotBearer, 401},   {ApiErrc::kApiKeyMalformed, 401},
+      {ApiErrc::kApiKeyUnknown, 401},         {ApiErrc::kTooManyFailedAuthentications, 429},
+      {ApiErrc::kRateLimited, 429},
       {ApiErrc::kUnsupportedMediaType, 415},  {ApiErrc::kNotFound, 404},
       {ApiErrc::kMethodNotAllowed, 405},      {ApiErrc::kIdempotencyKeyReused, 422},
       {ApiErrc::kRequestInFlight, 409},       {ApiErrc::kDatabaseUnavailable, 503},
@@ -109,6 +124,7 @@ TEST(ToResponse, EveryErrorIsProblemJsonWithItsStatus) {
     const auto p = json::parse(r.body()).as_object();
     EXPECT_EQ(p.at("status").as_int64(), status);
     EXPECT_TRUE(p.contains("title"));
+    EXPECT_THAT(std::string(p.at("type").as_string()), ::testing::StartsWith(kProblemTypePrefix)) << status;
   }
   EXPECT_EQ(ToResponse(ApiError{ApiErrc::kRequestInFlight, "", "", std::chrono::seconds{7}})["Retry-After"], "7");
   EXPECT_EQ(ToResponse(ApiError{ApiErrc::kDatabaseUnavailable})["Retry-After"], "1");
@@ -140,6 +156,74 @@ TEST(ToResponse, NoRetryableAnswerClaimsNothingWasChargedOrInvitesANewKey) {
   EXPECT_EQ(reused.at("charge_id").as_string(), "ch_5");
   EXPECT_THAT(std::string(reused.at("detail").as_string()), HasSubstr("This request did nothing"));
   EXPECT_THAT(std::string(reused.at("detail").as_string()), HasSubstr("GET /v1/charges/ch_5"));
+}
+
+// Issue 43: a 401 tells missing, malformed and unknown credentials apart, each with its own type, and the
+// challenge RFC 6750 section 3 gives it: no error code without bearer credentials, invalid_token for a
+// token that is malformed, unknown or revoked. Unknown and revoked are one answer.
+TEST(ToResponse, A401SaysWhichCredentialsWereWrongWithItsBearerChallenge) {
+  struct Case {
+    ApiErrc code;
+    const char* type;
+    const char* challenge;
+  };
+  const Case cases[] = {
+      {ApiErrc::kApiKeyMissing, "api-key-missing", "Bearer"},
+      {ApiErrc::kAuthSchemeNotBearer, "api-key-malformed", "Bearer"},
+      {ApiErrc::kApiKeyMalformed, "api-key-malformed",
+       R"(Bearer error="invalid_token", error_description="malformed API key")"},
+      {ApiErrc::kApiKeyUnknown, "api-key-unknown",
+       R"(Bearer error="invalid_token", error_description="unknown or revoked API key")"},
+  };
+  std::set<std::string> details;
+  for (const auto& c : cases) {
+    const auto r = ToResponse(ApiError{c.code});
+    EXPECT_EQ(r.result_int(), 401u);
+    EXPECT_EQ(r["WWW-Authenticate"], c.challenge) << c.type;
+    const auto p = json::parse(r.body()).as_object();
+    EXPECT_EQ(p.at("type").as_string(), ProblemType(c.type));
+    details.insert(std::string(p.at("detail").as_string()));
+  }
+  EXPECT_EQ(details.size(), 4u);
+  EXPECT_THAT(std::string(json::parse(ToResponse(ApiError{ApiErrc::kApiKeyUnknown}).body()).at("detail").as_string()),
+              HasSubstr("unknown or revoked"));
+}
+
+// Issue 43: a POST refused before its key was used says so; the same refusal of a GET does not (a GET's
+// idempotency_key is a query, nothing to keep). Both Idempotency-Key refusals say nothing was stored.
+TEST(ToResponse, ARefusalBeforeTheKeyWasUsedSaysTheClientMayKeepIt) {
+  const auto detail = [](const ApiError& e) {
+    return std::string(json::parse(ToResponse(e).body()).at("detail").as_string());
+  };
+  const auto post = detail(ApiError{.code = ApiErrc::kInvalidField, .detail = "is required", .field = "amount",
+                                    .key_unused = true});
+  EXPECT_EQ(post, "amount is required. Nothing was stored for this request under its Idempotency-Key: fix it and "
+                  "send it again with the same key.");
+  const auto get = detail(ApiError{.code = ApiErrc::kInvalidField, .detail = "is required", .field = "idempotency_key"});
+  EXPECT_EQ(get, "idempotency_key is required.");
+  EXPECT_THAT(detail(ApiError{.code = ApiErrc::kUnsupportedMediaType, .key_unused = true}),
+              HasSubstr("send it again with the same key"));
+  for (const auto code : {ApiErrc::kMissingIdempotencyKey, ApiErrc::kMalformedIdempotencyKey}) {
+    EXPECT_THAT(detail(ApiError{code}), HasSubstr("Nothing was stored for this request."));
+  }
+}
+
+TEST(ReadBearer, TellsMissingOtherSchemesMalformedKeysAndKeysApart) {
+  using Form = BearerCredentials::Form;
+  EXPECT_EQ(ReadBearer(std::nullopt).form, Form::kMissing);
+  EXPECT_EQ(ReadBearer("").form, Form::kMissing);
+  EXPECT_EQ(ReadBearer("   ").form, Form::kMissing);
+  EXPECT_EQ(ReadBearer("Basic dXNlcjpwYXNz").form, Form::kOtherScheme);
+  EXPECT_EQ(ReadBearer("Bearersk_test_1").form, Form::kOtherScheme);
+  EXPECT_EQ(ReadBearer("sk_test_1").form, Form::kOtherScheme);
+  EXPECT_EQ(ReadBearer("Bearer").form, Form::kMalformedKey);
+  EXPECT_EQ(ReadBearer("Bearer ").form, Form::kMalformedKey);
+  EXPECT_EQ(ReadBearer("Bearer two words").form, Form::kMalformedKey);
+  EXPECT_EQ(ReadBearer("Bearer " + std::string(257, 'k')).form, Form::kMalformedKey);
+  EXPECT_EQ(ReadBearer("Bearer sk_\x01").form, Form::kMalformedKey);
+  const auto key = ReadBearer("bEaReR  " + std::string(256, 'k') + " ");
+  EXPECT_EQ(key.form, Form::kKey);
+  EXPECT_EQ(key.key, std::string(256, 'k'));
 }
 
 TEST(BearerKey, ParsesTheSchemeCaseInsensitively) {

@@ -154,12 +154,19 @@ TEST_F(ChargeApiE2E, DeclineIs402ProblemWithDeclineCodeAndChargeId) {
 }
 
 TEST_F(ChargeApiE2E, UnknownOutcomeIs202PendingAndGetShowsIt) {
+  // Issue 43: the 202 says where to look and when: a retry takes the released charge over at once, but
+  // not sooner than the longest pause of charge-api's own acquirer retries (3 s here).
+  client_.reset();
+  api_ = StartApi({{"ACQUIRER_RETRY_BACKOFF_MAX", "3s"}, {"SHUTDOWN_DEADLINE", "5s"}});
+  client_ = std::make_unique<HttpTestClient>(api_->port(), "127.0.0.1", 30s);
   SetFaults(R"({"timeout_rate": 1.0, "timeout_delay_ms": 3000})");
   const auto r = Post("slow-1", ChargeBody());
   ASSERT_EQ(r.status(), 202u) << r.response.body();
   const auto charge = r.json().as_object();
   EXPECT_EQ(charge.at("status").as_string(), "pending");
   const auto id = std::string(charge.at("id").as_string());
+  EXPECT_EQ(r.header("Location"), "/v1/charges/" + id);
+  EXPECT_EQ(r.header("Retry-After"), "3");
   const auto got = client_->Get("/v1/charges/" + id, {{"Authorization", std::string("Bearer ") + kApiKey1}});
   ASSERT_EQ(got.status(), 200u);
   EXPECT_EQ(got.json().at("status").as_string(), "pending");
@@ -196,7 +203,10 @@ TEST_F(ChargeApiE2E, RepeatWhileFirstInFlightIs409WithRetryAfter) {
   first.join();
   EXPECT_EQ(r.status(), 409u) << r.response.body();
   EXPECT_EQ(r.header("Content-Type"), "application/problem+json");
+  // Issue 43: when the first request's run should be over (its call started under 0.7 s ago, and a run
+  // lasts at most the 1 s timeout plus the 1 s budget), not the whole 3 s lease as before.
   EXPECT_GE(std::stoi(r.header("Retry-After")), 1);
+  EXPECT_LE(std::stoi(r.header("Retry-After")), 2);
   EXPECT_EQ(LedgerCaptures(std::string(kMerchant1) + ":inflight-1"), 1u);
 }
 
@@ -255,6 +265,8 @@ TEST_F(ChargeApiE2E, BadRequestsAreRefusedWithProblemJsonAndChangeNothing) {
     EXPECT_EQ(r.status(), 400u) << body;
     EXPECT_EQ(r.header("Content-Type"), "application/problem+json");
     EXPECT_EQ(r.json().at("field").as_string(), field) << body;
+    EXPECT_THAT(std::string(r.json().at("detail").as_string()),
+                HasSubstr("Nothing was stored for this request under its Idempotency-Key")) << body;
   }
 
   EXPECT_EQ(Post("no-auth", ChargeBody(), "sk_test_unknown").status(), 401u);
@@ -271,9 +283,70 @@ TEST_F(ChargeApiE2E, BadRequestsAreRefusedWithProblemJsonAndChangeNothing) {
   HttpTestClient big(api_->port());
   const auto too_large = big.Post("/v1/charges", std::string(17 * 1024, ' ') + ChargeBody(), ChargeHeaders("big-1"));
   EXPECT_EQ(too_large.status(), 413u);
+  EXPECT_EQ(too_large.json().at("type").as_string(), "urn:charge-outbox:problem:body-too-large");
 
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "0");
   EXPECT_TRUE(Ledger().empty());
+  // What the 400s said holds: the key they refused is free, and the fixed request takes it.
+  const auto fixed = Post("bad-body", ChargeBody());
+  EXPECT_EQ(fixed.status(), 201u) << fixed.response.body();
+  EXPECT_TRUE(fixed.header("Idempotent-Replayed").empty());
+}
+
+// Issue 43: a 401 tells missing, malformed and unknown credentials apart (type and RFC 6750 challenge),
+// and an unknown key and a revoked one get the same bytes: no answer tells which keys exist.
+TEST_F(ChargeApiE2E, UnauthorizedSaysWhichCredentialsWereWrongButNotWhichKeysExist) {
+  db_->Execute(std::string("INSERT INTO api_keys (key_hash, merchant_id, key_prefix, revoked_at) VALUES "
+                           "(sha256(convert_to('sk_test_e2e_revoked', 'UTF8')), '") +
+               kMerchant1 + "', 'sk_test_rev', now() - interval '1 minute')");
+  const auto post = [&](std::optional<std::string> authorization) {
+    HttpHeaders headers{{"Content-Type", "application/json"}, {"Idempotency-Key", "auth-1"}};
+    if (authorization) headers.emplace_back("Authorization", *authorization);
+    return client_->Post("/v1/charges", ChargeBody(), headers);
+  };
+  struct Case {
+    std::optional<std::string> authorization;
+    const char* type;
+    const char* challenge;
+  };
+  const Case cases[] = {
+      {std::nullopt, "api-key-missing", "Bearer"},
+      {"Basic dXNlcjpwYXNz", "api-key-malformed", "Bearer"},
+      {"Bearer two words", "api-key-malformed", R"(Bearer error="invalid_token", error_description="malformed API key")"},
+      {"Bearer sk_test_e2e_unknown", "api-key-unknown",
+       R"(Bearer error="invalid_token", error_description="unknown or revoked API key")"},
+  };
+  for (const auto& c : cases) {
+    const auto r = post(c.authorization);
+    EXPECT_EQ(r.status(), 401u) << c.type;
+    EXPECT_EQ(r.json().at("type").as_string(), std::string("urn:charge-outbox:problem:") + c.type);
+    EXPECT_EQ(r.header("WWW-Authenticate"), c.challenge) << c.type;
+  }
+  const auto unknown = post("Bearer sk_test_e2e_unknown");
+  const auto revoked = post("Bearer sk_test_e2e_revoked");
+  EXPECT_EQ(revoked.status(), 401u);
+  EXPECT_EQ(revoked.response.body(), unknown.response.body());
+  EXPECT_EQ(revoked.header("WWW-Authenticate"), unknown.header("WWW-Authenticate"));
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges"), "0");
+}
+
+// Issue 43: the server's own refusals, answered before any handler, carry a problem type of ours (they
+// were about:blank).
+TEST_F(ChargeApiE2E, TheServersOwnRefusalsCarryProblemTypesOfOurs) {
+  const auto type = [](const HttpResult& r) {
+    return r.ok() ? std::string(r.json().at("type").as_string()) : r.error.message();
+  };
+  const auto malformed = HttpTestClient(api_->port()).SendRaw("GET /v1/charges HTTP/1.1\r\nHost x\r\n\r\n");
+  EXPECT_EQ(malformed.status(), 400u);
+  EXPECT_EQ(type(malformed), "urn:charge-outbox:problem:malformed-request");
+  HttpHeaders big_header = ChargeHeaders("big-header");
+  big_header.emplace_back("traceparent", std::string(9 * 1024, 'a'));
+  const auto too_large = HttpTestClient(api_->port()).Post("/v1/charges", ChargeBody(), big_header);
+  EXPECT_EQ(too_large.status(), 431u);
+  EXPECT_EQ(type(too_large), "urn:charge-outbox:problem:header-too-large");
+  const auto no_route = client_->Get("/v2/charges");
+  EXPECT_EQ(no_route.status(), 404u);
+  EXPECT_EQ(type(no_route), "urn:charge-outbox:problem:not-found");
 }
 
 // Corners a review found (issue 14, defect 7): each is a 400 naming its field, and nothing is written.
@@ -421,7 +494,9 @@ TEST_F(ChargeApiE2E, DatabaseDownBeforeTheIntentIs503AndNothingIsSent) {
   EXPECT_EQ(r.status(), 503u) << r.response.body();
   EXPECT_EQ(r.header("Retry-After"), "1");
   EXPECT_TRUE(Ledger().empty());
-  EXPECT_EQ(HttpTestClient(api_->admin_port()).Get("/readyz").status(), 503u);
+  const auto not_ready = HttpTestClient(api_->admin_port()).Get("/readyz");
+  EXPECT_EQ(not_ready.status(), 503u);
+  EXPECT_EQ(not_ready.json().at("type").as_string(), "urn:charge-outbox:problem:not-ready");
 }
 
 // The literal outage: charge-api's own PostgreSQL server is stopped while it runs.

@@ -422,6 +422,81 @@ TEST_F(ChargeServiceTest, AReplayOfAFlaggedChargeAnswersItsCurrentState) {
   EXPECT_EQ(boost::json::parse(got.body()), boost::json::parse(replay.body()));
 }
 
+// Issue 43: the answers that ask the client to come back say when, from what the service knows. Here a
+// 30 s lease, runs of at most 6 s (a 5 s request timeout and a 1 s budget), 4 s between its own retries.
+class ChargeServiceRetryAfterTest : public ChargeServiceTest {
+ protected:
+  void Start(std::deque<Step> script) {
+    acquirer_ = std::make_unique<ScriptedAcquirerClient>(std::move(script), &clock_);
+    service_ = std::make_unique<ChargeService>(
+        store_, *acquirer_, paced_policy_, clock_, probe_, late_records_,
+        ChargeServiceOptions{.instance_id = "api-1", .lease = 30s, .acquirer_request_timeout = 5s});
+  }
+
+  // A request of another instance owns the key's charge: its latest call started `since` ago.
+  void LiveOwnersCharge(std::chrono::milliseconds since) {
+    auto& row = table_.row(DeadOwnersCharge(1min));
+    row.charge.owner_id = "api-2/request";
+    row.lease_expires_at = clock_.WallNow() + 30s - since;
+  }
+
+  acquirer::RetryPolicy paced_policy_{acquirer::RetryPolicyOptions{2, {100ms, 4s, retry::Jitter::kFull, 1s}},
+                                      std::make_shared<ScriptedRandom>(std::vector<double>{0.5})};
+};
+
+// Before, a 409 asked for the whole remaining lease (30 s here) although the owner's run ends within 6 s.
+TEST_F(ChargeServiceRetryAfterTest, A409SaysWhenTheRequestInFlightShouldBeDoneNotWhenItsLeaseEnds) {
+  Start({});
+  LiveOwnersCharge(0s);
+  auto r = Create();
+  ASSERT_EQ(r.result_int(), 409);
+  EXPECT_EQ(r["Retry-After"], "6");
+  table_.row(Charge().id).lease_expires_at = clock_.WallNow() + 27s;  // its call started 3 s ago
+  EXPECT_EQ(Create()["Retry-After"], "3");
+  // Overdue (its call started 10 s ago): a retry takes the charge over when the lease ends, in 20 s.
+  table_.row(Charge().id).lease_expires_at = clock_.WallNow() + 20s;
+  EXPECT_EQ(Create()["Retry-After"], "20");
+  EXPECT_TRUE(acquirer_->captures.empty());
+}
+
+TEST_F(ChargeServiceRetryAfterTest, A202GivenBackIsRetriedSoonWithLocation) {
+  Start({Answer(OutcomeKind::kTimedOut), Answer(OutcomeKind::kTimedOut)});
+  const auto r = Create();
+  ASSERT_EQ(r.result_int(), 202);
+  EXPECT_EQ(r["Location"], "/v1/charges/" + Charge().public_id());
+  EXPECT_EQ(r["Retry-After"], "4");  // the longest pause of our own retries
+  EXPECT_FALSE(Charge().owner_id.has_value());
+}
+
+TEST_F(ChargeServiceRetryAfterTest, A202WhoseLeaseWasNotGivenBackWaitsForTheLease) {
+  Start({Answer(OutcomeKind::kTimedOut), Answer(OutcomeKind::kTimedOut)});
+  table_.FailNext("Release", db::DbErrc::kUnavailable);
+  const auto r = Create();
+  ASSERT_EQ(r.result_int(), 202);
+  EXPECT_EQ(r["Retry-After"], "30");  // a retry sooner meets this request's lease: 409
+}
+
+TEST_F(ChargeServiceRetryAfterTest, A202OnlyTheReconcilerCanResolveWaitsForItsRun) {
+  DeadOwnersCharge(2h);
+  Start({Answer(OutcomeKind::kNotFound)});
+  const auto r = Create();
+  ASSERT_EQ(r.result_int(), 202);
+  EXPECT_EQ(Status(r), "pending");
+  EXPECT_EQ(r["Retry-After"], "60");
+}
+
+TEST_F(ChargeServiceRetryAfterTest, A202UnderReviewWaitsForAPersonFirstAnswerAndReplayAlike) {
+  DeadOwnersCharge();
+  Start({Answer(OutcomeKind::kCaptured, CaptureOf(acquirer::CaptureStatus::kVoided))});
+  const auto first = Create();
+  ASSERT_EQ(Status(first), "needs_review");
+  EXPECT_EQ(first["Retry-After"], "3600");
+  const auto replay = Create();
+  EXPECT_EQ(replay["Idempotent-Replayed"], "true");
+  EXPECT_EQ(replay["Retry-After"], "3600");
+  EXPECT_EQ(replay["Location"], "/v1/charges/" + Charge().public_id());
+}
+
 // Issue 41, defect 2: an intent whose commit stays unknown (the connection died after the commit, and the
 // re-check found the database gone) is answered 503 without a word about the key's charge, nothing is
 // sent, and the attempt 1 it left unfinished goes on record as never sent as soon as the database takes

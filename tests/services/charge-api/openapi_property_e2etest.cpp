@@ -921,7 +921,7 @@ class PropertyRun {
     CheckBody(response, r, a, label);
     CheckHeaders(response, r, a, label);
     for (const auto& [name, statuses] : std::vector<std::pair<std::string, std::set<unsigned>>>{
-             {"Retry-After", {409, 429, 503}}, {"Location", {201}}, {"WWW-Authenticate", {401}},
+             {"Retry-After", {202, 409, 429, 503}}, {"Location", {201, 202}}, {"WWW-Authenticate", {401}},
              {"Idempotent-Replayed", {201, 202, 402}}}) {
       if (!statuses.contains(a.status) || !a.has(Lower(name))) continue;
       const auto headers = response["headers"];

@@ -6,6 +6,7 @@
 #include <boost/json/parse.hpp>
 
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -100,7 +101,8 @@ TEST(OpenApi, EveryAnswerIsInExactlyOneListOfTheKeysAnswers) {
     given.insert({static_cast<int>(r.result_int()), type});
   };
   for (const auto code : {ApiErrc::kMissingIdempotencyKey, ApiErrc::kMalformedIdempotencyKey, ApiErrc::kInvalidField,
-                          ApiErrc::kUnauthorized, ApiErrc::kUnsupportedMediaType, ApiErrc::kNotFound,
+                          ApiErrc::kApiKeyMissing, ApiErrc::kAuthSchemeNotBearer, ApiErrc::kApiKeyMalformed,
+                          ApiErrc::kApiKeyUnknown, ApiErrc::kUnsupportedMediaType, ApiErrc::kNotFound,
                           ApiErrc::kMethodNotAllowed, ApiErrc::kIdempotencyKeyReused, ApiErrc::kRequestInFlight,
                           ApiErrc::kDatabaseUnavailable, ApiErrc::kTooManyFailedAuthentications,
                           ApiErrc::kRateLimited, ApiErrc::kAcquirerBusy, ApiErrc::kInternal}) {
@@ -112,14 +114,17 @@ TEST(OpenApi, EveryAnswerIsInExactlyOneListOfTheKeysAnswers) {
                             charges::ChargeStatus::kNeedsReview, charges::ChargeStatus::kFailed,
                             charges::ChargeStatus::kCanceled}) {
     c.status = status;
-    give(ToHttp(ResponseFor(c), c.public_id(), false));
+    give(ToHttp(ResponseFor(c), c.public_id(), false, std::chrono::seconds{1}));
   }
   c.status = charges::ChargeStatus::kFailed;
   c.decline_code = "card_declined";
-  give(ToHttp(ResponseFor(c), c.public_id(), false));
-  // The HTTP server's own refusals, before any handler: a malformed request, a body or header too large,
-  // a handler that threw.
-  for (const int status : {400, 413, 431, 500}) given.insert({status, "about:blank"});
+  give(ToHttp(ResponseFor(c), c.public_id(), false, std::chrono::seconds{1}));
+  // The HTTP server's own refusals, before any handler (ServerOptions::problem_type_prefix, which
+  // charge-api sets to ours): a malformed request, a body or header too large, a handler that threw.
+  for (const auto& [status, slug] : std::vector<std::pair<int, const char*>>{
+           {400, "malformed-request"}, {413, "body-too-large"}, {431, "header-too-large"}, {500, "internal"}}) {
+    given.insert({status, ProblemType(slug)});
+  }
 
   for (const auto& answer : given) {
     const auto it = listed.find(answer);
@@ -131,6 +136,44 @@ TEST(OpenApi, EveryAnswerIsInExactlyOneListOfTheKeysAnswers) {
   }
   // The definitive ones, exactly: a capture, and the two ways of saying no money was kept.
   EXPECT_EQ(lists["definitive"].size(), 3u);
+}
+
+// Issue 43: every problem type is ours (the server's own 400, 413, 431 and 500 were about:blank), and the
+// Problem schema says so, which the property test holds every answer's body to.
+TEST(OpenApi, EveryProblemTypeIsOurs) {
+  const auto doc = Document();
+  for (const auto* name : {"definitive", "retry-with-the-same-key-or-get"}) {
+    for (const auto& a : doc["x-idempotency-key-answers"][name]) {
+      if (a["type"]) {
+        EXPECT_THAT(a["type"].as<std::string>(), ::testing::StartsWith(kProblemTypePrefix));
+      }
+    }
+  }
+  const std::regex pattern(doc["components"]["schemas"]["Problem"]["properties"]["type"]["pattern"].as<std::string>());
+  EXPECT_TRUE(std::regex_search(ProblemType("body-too-large"), pattern));
+  EXPECT_FALSE(std::regex_search(std::string("about:blank"), pattern));
+}
+
+// Issue 43: the answers that ask the client to come back document the headers that say where and when.
+TEST(OpenApi, A202DocumentsLocationAndRetryAfterAndA409ItsRetryAfter) {
+  const auto responses = Document()["paths"]["/v1/charges"]["post"]["responses"];
+  for (const auto* header : {"Location", "Retry-After"}) {
+    EXPECT_TRUE(responses["202"]["headers"][header]["required"].as<bool>()) << header;
+  }
+  EXPECT_EQ(responses["202"]["headers"]["Retry-After"]["schema"]["minimum"].as<int>(), 1);
+  EXPECT_TRUE(responses["409"]["headers"]["Retry-After"]["required"].as<bool>());
+}
+
+// Issue 43: every challenge charge-api sends with a 401 is one the document allows.
+TEST(OpenApi, TheDocumentedChallengeAllowsEveryOneA401Sends) {
+  const auto header = Document()["components"]["responses"]["Unauthorized"]["headers"]["WWW-Authenticate"];
+  const std::regex pattern(header["schema"]["pattern"].as<std::string>());
+  for (const auto code : {ApiErrc::kApiKeyMissing, ApiErrc::kAuthSchemeNotBearer, ApiErrc::kApiKeyMalformed,
+                          ApiErrc::kApiKeyUnknown}) {
+    const auto r = ToResponse(ApiError{code});
+    const std::string challenge(r["WWW-Authenticate"]);
+    EXPECT_TRUE(std::regex_search(challenge, pattern)) << challenge;
+  }
 }
 
 }  // namespace

@@ -77,6 +77,9 @@ struct ServerOptions {
   std::size_t max_connections_per_client = 0;
   // Null: refusals are answered at once.
   std::shared_ptr<RefusalPacer> pacer;
+  // The `type` of the problems the server answers by itself is this followed by malformed-request (400),
+  // body-too-large (413), header-too-large (431) or internal (500); empty: "about:blank".
+  std::string problem_type_prefix;
 };
 
 // Lifecycle: construct, Start() once, Stop() once (more calls are harmless). The destructor stops a
