@@ -119,9 +119,9 @@ has "$E" "$sp:$pod.containers.[].args=[\"settlement-projection\", \"--config\", 
 has "$E" "$sp:$pod.initContainers.[].image=charge-outbox:0.1.0" "settlement-projection's init container image"
 has "$E" "$sp:$pod.containers.[].image=charge-outbox:0.1.0" "settlement-projection's image"
 has "$E" "$sp:spec.replicas=3" "settlementProjection.replicas"
+# Its DATABASE_URLs (its database's owner for the init container, its role for the daemon): below, with
+# the other components' database Secrets.
 for c in containers initContainers; do
-  has "$E" "$sp:$pod.$c.[].env.[].valueFrom.secretKeyRef.name=settlement-database" "settlement-projection's $c DATABASE_URL from its own Secret"
-  has "$E" "$sp:$pod.$c.[].env.[].valueFrom.secretKeyRef.key=url" "settlement-projection's $c DATABASE_URL key"
   has "$E" "$sp:$pod.$c.[].volumeMounts.[].mountPath=/etc/charge-outbox" "settlement-projection's $c config"
 done
 hasnt "$E" "$sp:$pod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outbox-database" "settlement-projection reading the charges database"
@@ -212,6 +212,62 @@ resources_are "$optional_defaults" "$win:$cpod.containers.[]" 100m 256Mi 1Gi "th
 # partly overridden (its limits stay the chart's).
 resources_are "$E" "$rec:$cpod.containers.[]" 50m 64Mi 256Mi "the reconciler under global.resources"
 resources_are "$E" "$sp:$pod.containers.[]" 100m 128Mi 512Mi "settlement-projection's requests overridden"
+# The database Secrets (sql/roles.sql's least-privileged roles): each workload's DATABASE_URL from its own
+# component's Secret when it names one, else from global.databaseSecret (name and key together).
+# database_secret FLAT OBJECT CONTAINERS_PATH: "name/key" of DATABASE_URL's secretKeyRef in each container there.
+database_secret() {
+  awk -v p="$2:$3.[].env.[]." 'index($0, p) == 1 {
+      rest = substr($0, length(p) + 1)
+      if (rest ~ /^name=/) { want = (rest == "name=DATABASE_URL"); next }
+      if (want && sub(/^valueFrom\.secretKeyRef\.name=/, "", rest)) secret = rest
+      else if (want && sub(/^valueFrom\.secretKeyRef\.key=/, "", rest)) { print secret "/" rest; want = 0 }
+    }' <<<"$1" | paste -sd' ' -
+}
+database_is() {  # database_is FLAT OBJECT CONTAINERS_PATH NAME/KEY WHAT
+  local got
+  got=$(database_secret "$1" "$2" "$3")
+  [[ $got == "$4" ]] || fail "$5: DATABASE_URL from '${got:-nothing}', expected $4"
+}
+operator_annotation=metadata.annotations.charge-outbox/operator-database-secret
+global_db=charge-outbox-database/database-url
+# Only the global Secret (the defaults): every component reads it, and it is the operator's.
+for w in "$api:$pod.containers" "$relay:$pod.containers" "$mig:$pod.containers" "$rec:$cpod.containers" "$prune:$cpod.containers"; do
+  database_is "$D" "${w%%:*}" "${w#*:}" "$global_db" "defaults: ${w%%:*}"
+done
+database_is "$optional_defaults" "$win" "$cpod.containers" "$global_db" "defaults: the window report"
+# settlement-projection keeps one Secret of its own for its init container and its daemon by default.
+database_is "$optional_defaults" "$sp" "$pod.initContainers" charge-outbox-settlement-database/database-url "defaults: settlement-projection's migrate"
+database_is "$optional_defaults" "$sp" "$pod.containers" charge-outbox-settlement-database/database-url "defaults: settlement-projection"
+# The annotation kubectl charge-outbox reads, on the objects whose pod templates it copies, never on a pod
+# template (a change would roll the relays).
+has "$D" "$rec:$operator_annotation=\"$global_db\"" "defaults: the operator's Secret on the reconciler CronJob"
+has "$D" "$relay:$operator_annotation=\"$global_db\"" "defaults: the operator's Secret on the relay Deployment"
+# values-everything.yaml: one Secret per component, each workload's DATABASE_URL its own (name and key).
+database_is "$E" "$mig" "$pod.containers" charge-outbox-db-owner/owner-url "migrate.databaseSecret"
+database_is "$E" "$api" "$pod.containers" charge-outbox-db-charge-api/api-url "chargeApi.databaseSecret"
+database_is "$E" "$relay" "$pod.containers" charge-outbox-db-relay/relay-url "outboxRelay.databaseSecret"
+database_is "$E" "$rec" "$cpod.containers" charge-outbox-db-reconciler/reconciler-url "reconciler.databaseSecret"
+database_is "$E" "$win" "$cpod.containers" charge-outbox-db-reconciler/reconciler-url "reconciler.databaseSecret (the window report)"
+database_is "$E" "$prune" "$cpod.containers" charge-outbox-db-operator/operator-url "operator.databaseSecret (audit prune)"
+database_is "$E" "$sp" "$pod.initContainers" settlement-database-owner/owner-url "settlementProjection.migrate.databaseSecret"
+database_is "$E" "$sp" "$pod.containers" settlement-database/url "settlementProjection.databaseSecret"
+hasnt "$E" "secretKeyRef.name=charge-outbox-database" "values-everything: global.databaseSecret read beside every component's own"
+has "$E" "$rec:$operator_annotation=\"charge-outbox-db-operator/operator-url\"" "the operator's Secret on the reconciler CronJob"
+has "$E" "$relay:$operator_annotation=\"charge-outbox-db-operator/operator-url\"" "the operator's Secret on the relay Deployment"
+annotated=$(grep -F "operator-database-secret=" <<<"$E" | cut -d: -f1 | sort | paste -sd' ' -)
+[[ $annotated == "$rec $relay" ]] || fail "the operator's Secret annotates '$annotated', expected the reconciler CronJob and the relay Deployment only"
+# One component's own beats the global one, the others keep it; a key alone does not move a component off
+# the global Secret (its key belongs to its own name); the global key follows the global name.
+out=$(render "${required[@]}" --set chargeApi.databaseSecret.name=api-only --set reconciler.databaseSecret.key=ignored \
+  --set global.databaseSecret.key=url --set operator.databaseSecret.name=ops) || fail "rendering one component's Secret: $out"
+M=$(flat <<<"$out")
+database_is "$M" "$api" "$pod.containers" api-only/database-url "chargeApi.databaseSecret beside the global one"
+for w in "$relay:$pod.containers" "$mig:$pod.containers" "$rec:$cpod.containers"; do
+  database_is "$M" "${w%%:*}" "${w#*:}" charge-outbox-database/url "${w%%:*} with only other components' Secrets named"
+done
+database_is "$M" "$prune" "$cpod.containers" ops/database-url "operator.databaseSecret (audit prune)"
+has "$M" "$relay:$operator_annotation=\"ops/database-url\"" "operator.databaseSecret in the relay's annotation"
+
 out=$(render "${required[@]}" --set global.image.tag=g --set reconciler.image.tag=own --set reconciler.resources.requests.cpu=9m \
   --set reconciler.cronjob.successfulJobsHistoryLimit=0 --set global.chargeDeadline=90m) || fail "rendering overrides: $out"
 O=$(flat <<<"$out")
@@ -311,9 +367,14 @@ for component in chargeApi outboxRelay reconciler settlementProjection; do
 done
 refused "invalid propertyName 'ACQUIRER_API_KEY'" "the acquirer key in extraEnv" "${required[@]}" --set chargeApi.extraEnv.ACQUIRER_API_KEY=k
 refused "invalid propertyName 'KAFKA_SASL_PASSWORD'" "the SASL password in extraEnv" "${required[@]}" --set outboxRelay.extraEnv.KAFKA_SASL_PASSWORD=p
+refused "at '/operator/databaseSecret/key': minLength" "a database Secret with an empty key" "${required[@]}" \
+  --set operator.databaseSecret.key=
+refused "additional properties 'url' not allowed" "a database URL as a value" "${required[@]}" --set 'chargeApi.databaseSecret.url=postgres://x'
 # Without the schema, the templates still refuse.
 refused "reconciler.extraEnv.FAILPOINTS is refused" "FAILPOINTS without the schema" "${required[@]}" --skip-schema-validation \
   --set reconciler.extraEnv.FAILPOINTS=x
+refused "operator.databaseSecret.key is required with operator.databaseSecret.name" "a database Secret without its key, without the schema" \
+  "${required[@]}" --skip-schema-validation --set operator.databaseSecret.name=ops --set operator.databaseSecret.key=
 refused "reconciler.window.to is required" "a fixed window report without its end" "${required[@]}" \
   --set reconciler.window.enabled=true --set reconciler.window.from=2026-11-30T00:00:00Z
 refused "at '/reconciler/window/last'" "a rolling window that is not a duration" "${required[@]}" \

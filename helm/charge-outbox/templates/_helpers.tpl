@@ -34,9 +34,121 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $own.pullPolicy | default (index . 0).Values.global.image.pullPolicy -}}
 {{- end -}}
 
-{{/* DATABASE_URL, from a Secret only. */}}
+{{/*
+The Secret a component reads its DATABASE_URL from: its own `<component>.databaseSecret` when its name is
+set, else the fallback (global.databaseSecret, or for settlement-projection's init container its daemon's),
+key and all: a component's key means something only beside its own name. Renders JSON {name, key, values},
+values being the value that names it (for the install-time check and NOTES). Call with
+(list OWN_REF "OWN_VALUES_PATH" FALLBACK_REF "FALLBACK_VALUES_PATH").
+*/}}
+{{- define "charge-outbox.secretRefOr" -}}
+{{- $own := index . 0 | default dict -}}
+{{- if $own.name -}}
+{{- toJson (dict "name" $own.name "key" (required (printf "%s.key is required with %s.name" (index . 1) (index . 1)) $own.key) "values" (index . 1)) -}}
+{{- else -}}
+{{- $fallback := index . 2 -}}
+{{- toJson (dict "name" $fallback.name "key" $fallback.key "values" (index . 3)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A component's charges database Secret (see secretRefOr): (list $ "<values key>"), the values key being
+migrate, chargeApi, outboxRelay, reconciler or operator. */}}
+{{- define "charge-outbox.databaseSecret" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- include "charge-outbox.secretRefOr" (list (index $root.Values $component).databaseSecret (printf "%s.databaseSecret" $component) $root.Values.global.databaseSecret "global.databaseSecret") -}}
+{{- end -}}
+
+{{/* DATABASE_URL, from the component's database Secret only: (list $ "<values key>"). */}}
 {{- define "charge-outbox.databaseEnv" -}}
-{{- include "charge-outbox.secretEnv" (list "DATABASE_URL" .Values.global.databaseSecret) -}}
+{{- include "charge-outbox.secretEnv" (list "DATABASE_URL" (include "charge-outbox.databaseSecret" . | fromJson)) -}}
+{{- end -}}
+
+{{/* "<name>/<key>" of the operator's database Secret, in the annotation charge-outbox/operator-database-secret
+of the objects whose pod template `kubectl charge-outbox` copies (deploy/kubectl): a person's charge-admin or
+`outbox-relay parked` writes the audit trail, so its pod swaps the daemon's DATABASE_URL for this one. */}}
+{{- define "charge-outbox.operatorDatabaseSecretAnnotation" -}}
+{{- $ref := include "charge-outbox.databaseSecret" (list . "operator") | fromJson -}}
+charge-outbox/operator-database-secret: {{ printf "%s/%s" $ref.name $ref.key | quote }}
+{{- end -}}
+
+{{/*
+The Secrets the release reads and never creates, for the enabled components: JSON {secrets: [{name, key,
+values, what, literal}]}, one entry per Secret and key, values and what listing every value that points at
+it and what for (the quick start's one database Secret is one entry, global.databaseSecret), literal the
+value of the `kubectl create secret` command that makes it. required-secrets.yaml checks them at install;
+NOTES.txt lists them.
+*/}}
+{{- define "charge-outbox.requiredSecrets" -}}
+{{- $root := . -}}
+{{- $v := .Values -}}
+{{- $sp := $v.settlementProjection -}}
+{{- /* Each database Secret as the components resolve it (their own, else the global one), with what it
+is for: the role of sql/roles.sql it should hold when a component names its own. */ -}}
+{{- $database := list -}}
+{{- if $v.migrate.enabled -}}
+{{- $database = append $database (dict "component" "migrate" "what" "the schema owner's URL, which the migration hook runs as" "literal" "\"$CHARGE_OWNER_DATABASE_URL\"") -}}
+{{- end -}}
+{{- if $v.chargeApi.enabled -}}
+{{- $database = append $database (dict "component" "chargeApi" "what" "charge-api's URL, role charge_api" "literal" "\"$CHARGE_API_DATABASE_URL\"") -}}
+{{- end -}}
+{{- if $v.outboxRelay.enabled -}}
+{{- $database = append $database (dict "component" "outboxRelay" "what" "the relay's URL, role outbox_relay" "literal" "\"$OUTBOX_RELAY_DATABASE_URL\"") -}}
+{{- end -}}
+{{- if $v.reconciler.enabled -}}
+{{- $database = append $database (dict "component" "reconciler" "what" "the reconciler's URL, role charge_reconciler" "literal" "\"$CHARGE_RECONCILER_DATABASE_URL\"") -}}
+{{- end -}}
+{{- /* The operator's: the audit prune's, and the one kubectl charge-outbox gives a person's pod (named by the
+reconciler CronJob's and the relay Deployment's annotation). */ -}}
+{{- if or $v.auditPrune.enabled $v.reconciler.enabled $v.outboxRelay.enabled -}}
+{{- $database = append $database (dict "component" "operator" "what" "the operator's URL, role charge_operator" "literal" "\"$CHARGE_OPERATOR_DATABASE_URL\"") -}}
+{{- end -}}
+{{- $needed := list -}}
+{{- range $database -}}
+{{- $ref := include "charge-outbox.databaseSecret" (list $root .component) | fromJson -}}
+{{- if eq $ref.values "global.databaseSecret" -}}
+{{- $needed = append $needed (dict "ref" $ref "values" $ref.values "what" "the charges database's URL, DATABASE_URL" "literal" "\"$DATABASE_URL\"") -}}
+{{- else -}}
+{{- $needed = append $needed (dict "ref" $ref "values" $ref.values "what" .what "literal" .literal) -}}
+{{- end -}}
+{{- end -}}
+{{- if or $v.chargeApi.enabled $v.reconciler.enabled $v.auditPrune.enabled -}}
+{{- $needed = append $needed (dict "ref" $v.global.acquirer.apiKeySecret "values" "global.acquirer.apiKeySecret" "what" "the acquirer's API key, ACQUIRER_API_KEY" "literal" "\"$ACQUIRER_API_KEY\"") -}}
+{{- end -}}
+{{- if and $v.outboxRelay.enabled $v.outboxRelay.kafka.saslPasswordSecret.name -}}
+{{- $needed = append $needed (dict "ref" $v.outboxRelay.kafka.saslPasswordSecret "values" "outboxRelay.kafka.saslPasswordSecret" "what" "the relay's Kafka SASL password, KAFKA_SASL_PASSWORD" "literal" "\"$KAFKA_SASL_PASSWORD\"") -}}
+{{- end -}}
+{{- if $sp.enabled -}}
+{{- $needed = append $needed (dict "ref" $sp.databaseSecret "values" "settlementProjection.databaseSecret" "what" "settlement-projection's own database URL, its DATABASE_URL" "literal" "\"$SETTLEMENT_DATABASE_URL\"") -}}
+{{- if $sp.migrate.databaseSecret.name -}}
+{{- $needed = append $needed (dict "ref" $sp.migrate.databaseSecret "values" "settlementProjection.migrate.databaseSecret" "what" "the URL of settlement-projection's database's owner, which its init container migrates as" "literal" "\"$SETTLEMENT_OWNER_DATABASE_URL\"") -}}
+{{- end -}}
+{{- if $sp.kafka.saslPasswordSecret.name -}}
+{{- $needed = append $needed (dict "ref" $sp.kafka.saslPasswordSecret "values" "settlementProjection.kafka.saslPasswordSecret" "what" "settlement-projection's Kafka SASL password" "literal" "\"$SETTLEMENT_KAFKA_SASL_PASSWORD\"") -}}
+{{- end -}}
+{{- end -}}
+{{- /* One check per Secret and key, naming every value that points at it (the quick start's one Secret is
+named once, as global.databaseSecret). */ -}}
+{{- $byRef := dict -}}
+{{- $order := list -}}
+{{- range $needed -}}
+{{- $id := printf "%s/%s" .ref.name .ref.key -}}
+{{- if hasKey $byRef $id -}}
+{{- $seen := get $byRef $id -}}
+{{- if not (has .values $seen.values) -}}
+{{- $_ := set $seen "values" (append $seen.values .values) -}}
+{{- $_ := set $seen "what" (append $seen.what .what) -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := set $byRef $id (dict "name" .ref.name "key" .ref.key "values" (list .values) "what" (list .what) "literal" .literal) -}}
+{{- $order = append $order $id -}}
+{{- end -}}
+{{- end -}}
+{{- $secrets := list -}}
+{{- range $order -}}
+{{- $secrets = append $secrets (get $byRef .) -}}
+{{- end -}}
+{{- toJson (dict "secrets" $secrets) -}}
 {{- end -}}
 
 {{/* The acquirer's API key, from a Secret only (its URL is in the daemon's ConfigMap). */}}
@@ -291,8 +403,10 @@ jobTemplate:
 {{- end -}}
 
 {{/*
-A reconciler CronJob: the sweep and the window report differ only in name, arguments and knobs.
-Call with (dict "root" $ "component" "reconciler" "args" (list ...) "cronjob" ... "job" ... "resources" ...).
+A reconciler CronJob: the sweep and the window report differ only in name, arguments and knobs, and the
+sweep's object annotations (the operator's database Secret, for kubectl charge-outbox).
+Call with (dict "root" $ "component" "reconciler" "args" (list ...) "cronjob" ... "job" ... "resources" ...
+"annotations" "<YAML or empty>").
 */}}
 {{- define "charge-outbox.reconcilerCronJob" -}}
 {{- $root := .root -}}
@@ -305,6 +419,10 @@ metadata:
   labels:
     {{- include "charge-outbox.labels" $root | nindent 4 }}
     app.kubernetes.io/component: {{ .component }}
+  {{- with .annotations }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
 spec:
   {{- include "charge-outbox.cronJobSpec" (list $root .cronjob .job) | nindent 2 }}
       template:
@@ -327,7 +445,7 @@ spec:
               {{- include "charge-outbox.container" (list $root $own) | nindent 14 }}
               args: {{ toJson .args }}
               env:
-                {{- include "charge-outbox.databaseEnv" $root | nindent 16 }}
+                {{- include "charge-outbox.databaseEnv" (list $root "reconciler") | nindent 16 }}
                 {{- include "charge-outbox.acquirerKeyEnv" $root | nindent 16 }}
                 {{- with include "charge-outbox.extraEnv" (list "reconciler" $rec.extraEnv) | trim }}{{ . | nindent 16 }}{{ end }}
               volumeMounts:
