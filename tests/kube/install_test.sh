@@ -168,9 +168,20 @@ install_release() {
 create_secrets defaults
 create_secrets everything
 kubectl -n everything create secret generic charge-outbox-kafka --from-literal=sasl-password=test-password >/dev/null
-# settlement-projection's own database and Kafka password (values-everything.yaml enables it).
+# One database Secret per component, each with its role's URL (values-everything.yaml names them).
+for secret in charge-outbox-db-owner:owner-url:charge_owner charge-outbox-db-charge-api:api-url:charge_api \
+  charge-outbox-db-relay:relay-url:outbox_relay charge-outbox-db-reconciler:reconciler-url:charge_reconciler \
+  charge-outbox-db-operator:operator-url:charge_operator; do
+  IFS=: read -r name key role <<<"$secret"
+  kubectl -n everything create secret generic "$name" \
+    --from-literal="$key=postgresql://$role:secret@postgres.example:5432/charge" >/dev/null
+done
+# settlement-projection's own database (its owner for the init container) and Kafka password
+# (values-everything.yaml enables it).
 kubectl -n everything create secret generic settlement-database \
-  --from-literal=url=postgresql://settlement:secret@postgres.example:5432/settlement >/dev/null
+  --from-literal=url=postgresql://settlement_projection:secret@postgres.example:5432/settlement >/dev/null
+kubectl -n everything create secret generic settlement-database-owner \
+  --from-literal=owner-url=postgresql://settlement_owner:secret@postgres.example:5432/settlement >/dev/null
 kubectl -n everything create secret generic settlement-kafka --from-literal=sasl-password=test-password >/dev/null
 create_secrets misplaced
 # A namespace without the acquirer's Secret, whose database Secret holds the URL under another key.
@@ -207,7 +218,8 @@ step "a missing Secret fails the install at once, naming it"
 # the acquirer's does not exist.
 refused_within=20
 install_started=$SECONDS
-if "$helm" install nosecrets "$chart" -n nosecrets "${required_values[@]}" --wait --timeout 120s \
+if "$helm" install nosecrets "$chart" -n nosecrets "${required_values[@]}" \
+  --set operator.databaseSecret.name=charge-outbox-db-operator --wait --timeout 120s \
   >"$state/install-nosecrets.out" 2>&1; then
   fail "helm install without the acquirer's Secret and the database URL's key succeeded"
 fi
@@ -218,7 +230,9 @@ for expected in 'namespace nosecrets lacks what the release reads' \
   'Secret charge-outbox-database has no key database-url (global.databaseSecret.key' 'its keys: url)' \
   'kubectl -n nosecrets create secret generic charge-outbox-database --from-literal=database-url="$DATABASE_URL"' \
   'Secret charge-outbox-acquirer does not exist (global.acquirer.apiKeySecret.name' \
-  'kubectl -n nosecrets create secret generic charge-outbox-acquirer --from-literal=api-key="$ACQUIRER_API_KEY"'; do
+  'kubectl -n nosecrets create secret generic charge-outbox-acquirer --from-literal=api-key="$ACQUIRER_API_KEY"' \
+  "Secret charge-outbox-db-operator does not exist (operator.databaseSecret.name: the operator's URL, role charge_operator)" \
+  'kubectl -n nosecrets create secret generic charge-outbox-db-operator --from-literal=database-url="$CHARGE_OPERATOR_DATABASE_URL"'; do
   grep -qF -- "$expected" "$state/install-nosecrets.out" ||
     fail "the refused install does not say '$expected': $(cat "$state/install-nosecrets.out")"
 done

@@ -10,8 +10,8 @@
 #
 # Two things stand in for a person's machine, and nothing else: the Kafka command-line tools are the jars'
 # classes under their usual script names, and `helm install`/`upgrade` get one more values file, this
-# test's (one replica of each daemon, and plain http to the test's acquirer, which the daemons refuse
-# unless told).
+# test's (one replica of each daemon, plain http to the test's acquirer, which the daemons refuse unless
+# told, and a 5 s acquirer visibility window, so that a window report can cover captures just made).
 #
 # Arguments: the acquirer-sim binary. Needs root, KUBE_BIN_DIR and HELM_BIN (tests/run), the image
 # (CHARGE_OUTBOX_IMAGE, an OCI archive in BUILD/image/, as tests/run builds it), skopeo and
@@ -114,8 +114,10 @@ YAML
 start_daemon "$state/pids/registry.pid" "$state/logs/registry.log" docker-registry serve "$state/registry/config.yml"
 wait_http "http://127.0.0.1:$registry_port/v2/"
 pg_port=$(free_port)
-PG_LISTEN_ADDRESSES="127.0.0.1,$node_ip" PG_TRUST_CIDR=$KUBE_NODE_POD_CIDR pg_start "$state" "$pg_port" fast
-pg_ensure_database "$pg_port" charge
+# Loopback is the administrator's (trusted); the pods and anything at the node's address give passwords,
+# so each daemon's role and the page's passwords are what let it in.
+PG_LISTEN_ADDRESSES="127.0.0.1,$node_ip" PG_PASSWORD_CIDRS="$KUBE_NODE_POD_CIDR $node_ip/32" \
+  pg_start "$state" "$pg_port" fast
 kafka_port=$(free_port) kafka_controller_port=$(free_port)
 export KAFKA_LISTEN_ADDRESS=$node_ip
 # An authorizer, so that the page's ACL commands run against one and their grants are listed back. Not
@@ -134,7 +136,7 @@ wait_http "http://$node_ip:$acquirer_port/healthz"
 # The person's shell: their variables, their tools on PATH, a checkout of this repository as the working
 # directory (the release build the image comes from is tests/run's).
 export REGISTRY=127.0.0.1:$registry_port
-export DATABASE_URL=postgresql://postgres@$node_ip:$pg_port/charge
+export DATABASE_ADMIN_URL=$(pg_url "$pg_port" postgres) DATABASE_HOST=$node_ip:$pg_port
 export ACQUIRER_URL=http://$node_ip:$acquirer_port ACQUIRER_API_KEY=ak_docs_test
 export KAFKA_BOOTSTRAP_SERVERS=$node_ip:$kafka_port KAFKA_REPLICATION=1 KAFKA_MIN_ISR=1
 export KAFKA_RELAY_PRINCIPAL=ANONYMOUS KAFKA_CONSUMER_PRINCIPAL=ANONYMOUS
@@ -164,6 +166,7 @@ outboxRelay:
   replicas: 1
 reconciler:
   extraEnv: {ACQUIRER_ALLOW_PLAIN_HTTP: "true"}
+  visibilityWindow: 5s
 YAML
 helm() {
   case ${1:-} in
@@ -178,7 +181,7 @@ for entry in "$root"/* "$root"/.git; do
 done
 ln -s "$(dirname "$(dirname "$image_archive")")" "$checkout/build/release"
 cd "$checkout"
-psql_charge() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$(pg_url "$pg_port" charge)" -c "$1"; }
+psql_charge() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$(pg_url "$pg_port" charges)" -c "$1"; }
 # post_charge KEY IDEMPOTENCY_KEY: the status of a charge sent through the page's port-forward.
 post_charge() {
   curl -sS -o "$state/body" -w '%{http_code}' -X POST http://127.0.0.1:18080/v1/charges \
@@ -198,9 +201,16 @@ run_block kafka-acls
 kafka-acls.sh --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --list --topic charge-events >"$state/acls" 2>&1
 grep -q 'principal=User:ANONYMOUS.*operation=WRITE' "$state/acls" && grep -q 'operation=READ' "$state/acls" ||
   fail "the page's ACLs are not on the topic: $(cat "$state/acls")"
+run_block database
+[[ $(psql_charge "SELECT count(*) FROM pg_tables WHERE tablename IN ('charges', 'outbox', 'operator_actions')
+                  AND tableowner = 'charge_owner'") == 3 ]] || fail "the owner did not migrate the schema"
+[[ $(psql_charge "SELECT count(*) FROM pg_roles WHERE rolname IN ('charge_api', 'charge_reconciler', 'outbox_relay',
+                  'charge_operator') AND rolcanlogin AND NOT rolsuper") == 4 ]] || fail "roles.sql did not make the four roles"
 run_block install
-[[ $(psql_charge "SELECT count(*) FROM pg_tables WHERE tablename IN ('charges', 'outbox', 'operator_actions')") == 3 ]] ||
-  fail "the migration hook did not create the tables"
+# Each daemon is connected as its own role, and no runtime role owns anything.
+connected=$(psql_charge "SELECT string_agg(DISTINCT usename, ',') FROM pg_stat_activity WHERE datname = 'charges'")
+grep -q 'charge_api' <<<"$connected" && grep -q 'outbox_relay' <<<"$connected" ||
+  fail "the daemons are not connected as their roles: $connected"
 for component in charge-api outbox-relay; do
   ready=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" \
     -o jsonpath='{range .items[*]}{.spec.containers[0].image} {.status.containerStatuses[0].ready}{"\n"}{end}')
@@ -240,6 +250,7 @@ done
    "merchant.add,key.issue,key.rotate,key.revoke" ]] || fail "no audit rows for the rotation and the revocation"
 kill "$FORWARD" 2>/dev/null || true
 run_block rollout-restart
+run_block upgrade
 
 # ---- Charges that need a person ----------------------------------------------------------------------------
 CHARGE=$(psql_charge "
@@ -261,6 +272,38 @@ grep -q "needs_review (not_found_at_acquirer) -> failed by alice" "$state/out/re
 run_block audit-prune
 run_block window-by-hand
 grep -qi 'window' "$state/out/window-by-hand" || fail "the window report said nothing: $(cat "$state/out/window-by-hand")"
+
+# ---- Captures without a charge of ours, made at the acquirer for real ------------------------------------
+# One nobody here made (another environment's), and one whose charge's record was "lost": charge-api's
+# reference and key. The window report (this test's values: a 5 s visibility window) finds both.
+capture_at_acquirer() {
+  curl -sS -X POST "$ACQUIRER_URL/v1/captures" -H "Authorization: Bearer $ACQUIRER_API_KEY" \
+    -H "Idempotency-Key: $1" -H 'Content-Type: application/json' \
+    -d '{"amount": '"$2"', "currency": "BRL", "reference": "'"$3"'", "payment_method": "pm_tok_visa"}' | jq -r .id
+}
+stray=$(capture_at_acquirer staging:order-1 700 staging-order-1)
+lost_charge=ch_$(random_hex | head -c 32)
+lost=$(capture_at_acquirer "$MERCHANT:docs-lost-1" 1500 "$lost_charge")
+[[ $stray == cap_* && $lost == cap_* ]] || fail "acquirer-sim did not capture: $stray $lost"
+window_from=$(date -u -d '10 minutes ago' +%Y-%m-%dT%H:%M:%SZ)
+sleep 7
+kubectl charge-outbox -n "$NAMESPACE" reconciler window --from "$window_from" \
+  --to "$(date -u -d '6 seconds ago' +%Y-%m-%dT%H:%M:%SZ)" >"$state/window.out" 2>&1 || true
+[[ $(psql_charge "SELECT count(*) FROM orphan_captures WHERE status = 'open'") == 2 ]] ||
+  fail "the window report did not keep the two orphan captures: $(cat "$state/window.out")"
+CAPTURE=$stray
+run_block orphan-list
+grep -q "$stray" "$state/out/orphan-list" && grep -q "$lost" "$state/out/orphan-list" ||
+  fail "orphan list did not show both captures"
+run_block orphan-void
+[[ $(curl -sS "$ACQUIRER_URL/v1/captures/$stray" -H "Authorization: Bearer $ACQUIRER_API_KEY" | jq -r .status) == voided ]] ||
+  fail "the orphan void did not void the capture at the acquirer"
+CAPTURE=$lost
+run_block orphan-adopt
+[[ $(psql_charge "SELECT status FROM charges WHERE charge_public_id(id) = '$lost_charge'") == captured ]] ||
+  fail "the adoption did not write the lost charge back captured"
+[[ $(psql_charge "SELECT string_agg(action, ',' ORDER BY id) FROM operator_actions WHERE action LIKE 'orphan.%'") == \
+   "orphan.void,orphan.adopt" ]] || fail "no audit rows for the void and the adoption"
 
 # ---- The relay's runbooks: its logs and pods, and parked events made for real ----------------------------
 run_block relay-logs

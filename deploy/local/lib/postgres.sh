@@ -13,7 +13,8 @@ _pg_as_owner() {
 # an OS crash would, and tests never survive one anyway. PG_EXTRA_SETTINGS (postgresql.conf lines) is
 # appended last: the benchmarks use it to run a tuned, still durable, server. PG_LISTEN_ADDRESSES (default
 # loopback) and PG_TRUST_CIDR (a network whose clients are trusted, as loopback's are) serve a server that
-# pods on a test cluster's node reach through the node's address.
+# pods on a test cluster's node reach through the node's address; PG_PASSWORD_CIDRS (space-separated)
+# are networks whose clients must give their role's password (scram-sha-256), as a real server's would.
 pg_start() {
   local state=$1 port=$2 mode=${3:-durable}
   local dir=$state/postgres data=$state/postgres/data
@@ -47,6 +48,11 @@ pg_start() {
   if [[ -n ${PG_TRUST_CIDR:-} ]] && ! grep -qF "host all all $PG_TRUST_CIDR trust" "$data/pg_hba.conf"; then
     echo "host all all $PG_TRUST_CIDR trust" >>"$data/pg_hba.conf"
   fi
+  local cidr
+  for cidr in ${PG_PASSWORD_CIDRS:-}; do
+    grep -qF "host all all $cidr scram-sha-256" "$data/pg_hba.conf" ||
+      echo "host all all $cidr scram-sha-256" >>"$data/pg_hba.conf"
+  done
   _pg_as_owner "$PG_BIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
     { tail -n 20 "$dir/server.log" >&2; die "PostgreSQL did not start (log: $dir/server.log)"; }
   head -n 1 "$data/postmaster.pid" >"$data/postmaster.pid.ours"
