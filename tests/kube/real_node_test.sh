@@ -4,7 +4,7 @@
 # platform team's database and acquirer live outside the cluster.
 #   - the migration hook Job runs the image on the node and migrates the release's database;
 #   - an operator runs charge-admin from the image, with the release's Secrets, exactly as
-#     docs/operations.md shows (kubectl run, Pod Security "restricted", no shell in the image): lists the
+#     a hand-made pod (kubectl run, Pod Security "restricted", no shell in the image): lists the
 #     charge that needs a person and resolves it, and the decision lands with its event and audit row.
 # Arguments: the acquirer-sim binary. Needs root, KUBE_BIN_DIR and HELM_BIN (tests/run), and the image
 # (CHARGE_OUTBOX_IMAGE, an OCI archive: tests/run builds it).
