@@ -370,6 +370,39 @@ refused "invalid propertyName 'KAFKA_SASL_PASSWORD'" "the SASL password in extra
 refused "at '/operator/databaseSecret/key': minLength" "a database Secret with an empty key" "${required[@]}" \
   --set operator.databaseSecret.key=
 refused "additional properties 'url' not allowed" "a database URL as a value" "${required[@]}" --set 'chargeApi.databaseSecret.url=postgres://x'
+# Where the acquirer key and card tokens go is global.acquirer's alone: no extraEnv redirects them, with or
+# without the schema, and plain http:// to another host needs the loud test-only switch.
+for name in ACQUIRER_URL ACQUIRER_ALLOW_PLAIN_HTTP ACQUIRER_TLS_VERIFY; do
+  for component in chargeApi reconciler; do
+    refused "invalid propertyName '$name'" "$name in $component.extraEnv" "${required[@]}" --set-string "$component.extraEnv.$name=x"
+  done
+  refused "reconciler.extraEnv.$name is refused" "$name without the schema" "${required[@]}" --skip-schema-validation \
+    --set-string "reconciler.extraEnv.$name=false"
+done
+plain=(--set outboxRelay.kafka.bootstrapServers=k:9092 --set global.acquirer.url=http://10.0.0.5:8081)
+refused "is plain http:// to another host" "a plain http acquirer" "${plain[@]}"
+refused "insecurePlainHttp is set but global.acquirer.url is not http://" "insecurePlainHttp with https" "${required[@]}" \
+  --set global.acquirer.insecurePlainHttp=true
+out=$(render "${plain[@]}" --set global.acquirer.insecurePlainHttp=true) || fail "rendering insecurePlainHttp: $out"
+insecure=$(flat <<<"$out")
+for file in charge-api:config.yaml reconciler:config.yaml reconciler:charge-admin.yaml; do
+  has "$insecure" "ConfigMap/rel-charge-outbox-${file%%:*}:data.${file#*:}.acquirer.allow_plain_http=true" "insecurePlainHttp: $file"
+done
+has "$insecure" "CronJob/rel-charge-outbox-audit-prune:$cpod.containers.[].env.[].name=ACQUIRER_ALLOW_PLAIN_HTTP" "insecurePlainHttp: charge-admin's prune"
+hasnt "$D" "allow_plain_http" "the defaults: plain http"
+hasnt "$D" "ACQUIRER_ALLOW_PLAIN_HTTP" "the defaults: plain http"
+out=$(render "${required[@]}" --set global.acquirer.url=http://127.0.0.1:8081) || fail "a loopback acquirer refused: $out"
+hasnt "$out" "allow_plain_http" "a loopback acquirer"
+# NOTES (which helm template leaves out: rendered here as a plain template) warns while the switch is on.
+notes() {
+  local copy; copy=$(mktemp -d)
+  cp -r "$chart" "$copy/" && mv "$copy/charge-outbox/templates/NOTES.txt" "$copy/charge-outbox/templates/notes.txt"
+  "$helm" template rel "$copy/charge-outbox" --debug --show-only templates/notes.txt "$@" 2>&1 || true
+  rm -rf "$copy"
+}
+grep -qF "WARNING: global.acquirer.insecurePlainHttp is set" <<<"$(notes "${plain[@]}" --set global.acquirer.insecurePlainHttp=true)" ||
+  fail "NOTES does not warn about insecurePlainHttp"
+if grep -qF "insecurePlainHttp" <<<"$(notes "${required[@]}")"; then fail "NOTES warns about insecurePlainHttp by default"; fi
 # Without the schema, the templates still refuse.
 refused "reconciler.extraEnv.FAILPOINTS is refused" "FAILPOINTS without the schema" "${required[@]}" --skip-schema-validation \
   --set reconciler.extraEnv.FAILPOINTS=x

@@ -176,14 +176,18 @@ named once, as global.databaseSecret). */ -}}
 
 {{/*
 extraEnv of a component, refused here as well as in the schema (which --skip-schema-validation turns off):
-a secret belongs in a Secret, and FAILPOINTS only in test builds (docs/operations.md, docs/failpoints.md). Call with
-(list "<values key>" .Values.<component>.extraEnv).
+a secret belongs in a Secret, FAILPOINTS only in test builds (docs/operations.md, docs/failpoints.md), and where
+the acquirer key and card tokens go (ACQUIRER_URL, ACQUIRER_ALLOW_PLAIN_HTTP, ACQUIRER_TLS_VERIFY) only from
+global.acquirer, never silently from one component's extraEnv. Call with (list "<values key>" .Values.<component>.extraEnv).
 */}}
 {{- define "charge-outbox.extraEnv" -}}
 {{- $where := index . 0 -}}
 {{- range $name, $value := index . 1 }}
 {{- if or (has $name (list "DATABASE_URL" "FAILPOINTS")) (regexMatch "PASSWORD|SECRET|TOKEN|API_KEY" $name) }}
 {{- fail (printf "%s.extraEnv.%s is refused: secrets come from a Secret (see values.yaml) and FAILPOINTS exist only in test builds" $where $name) }}
+{{- end }}
+{{- if has $name (list "ACQUIRER_URL" "ACQUIRER_ALLOW_PLAIN_HTTP" "ACQUIRER_TLS_VERIFY") }}
+{{- fail (printf "%s.extraEnv.%s is refused: where the acquirer key and card tokens go is global.acquirer.url (https), or global.acquirer.insecurePlainHttp for a test acquirer" $where $name) }}
 {{- end }}
 - name: {{ $name }}
   value: {{ $value | quote }}
@@ -255,6 +259,34 @@ resources:
 checksum/config: {{ include (index . 1) $root | sha256sum }}
 {{- end -}}
 
+{{/*
+Where the acquirer key and card tokens go, from global.acquirer only: the URL, checked here as the daemons
+check it (plain http:// only to the pod itself, or with global.acquirer.insecurePlainHttp, a test acquirer's
+switch that NOTES warns about). acquirerUrl prints the URL; acquirerConfig the config files' acquirer block.
+*/}}
+{{- define "charge-outbox.acquirerUrl" -}}
+{{- $acq := .Values.global.acquirer -}}
+{{- $url := required "global.acquirer.url is required (the card acquirer's base URL)" $acq.url -}}
+{{- $plain := hasPrefix "http://" (lower $url) -}}
+{{- $host := regexReplaceAll "^[a-zA-Z]+://(\\[[^]]*\\]|[^:/?#]*).*$" $url "${1}" -}}
+{{- $loopback := or (eq $host "localhost") (eq $host "[::1]") (hasPrefix "127." $host) -}}
+{{- if and $plain (not $loopback) (not $acq.insecurePlainHttp) -}}
+{{- fail (printf "global.acquirer.url %s is plain http:// to another host, so the acquirer key and card tokens would travel in clear: use https://, or global.acquirer.insecurePlainHttp: true for a test acquirer only" $url) -}}
+{{- end -}}
+{{- if and $acq.insecurePlainHttp (not $plain) -}}
+{{- fail "global.acquirer.insecurePlainHttp is set but global.acquirer.url is not http://: drop it" -}}
+{{- end -}}
+{{- $url -}}
+{{- end -}}
+
+{{- define "charge-outbox.acquirerConfig" -}}
+acquirer:
+  url: {{ include "charge-outbox.acquirerUrl" . | quote }}
+  {{- if .Values.global.acquirer.insecurePlainHttp }}
+  allow_plain_http: true
+  {{- end }}
+{{- end -}}
+
 {{/* charge-api's config file (services/charge-api/README.md); secrets are never in it. */}}
 {{- define "charge-outbox.chargeApiConfig" -}}
 {{- $api := .Values.chargeApi -}}
@@ -265,8 +297,7 @@ admin:
   port: 9090
 database:
   pool_size: {{ $api.databasePoolSize }}
-acquirer:
-  url: {{ required "global.acquirer.url is required (the card acquirer's base URL)" .Values.global.acquirer.url | quote }}
+{{ include "charge-outbox.acquirerConfig" . }}
 charge:
   lease: {{ $api.chargeLease | quote }}
   deadline: {{ .Values.global.chargeDeadline | quote }}
@@ -306,8 +337,7 @@ log:
 {{/* The reconciler's config file (services/reconciler/README.md), shared by the sweep and the window report. */}}
 {{- define "charge-outbox.reconcilerConfig" -}}
 {{- $rec := .Values.reconciler -}}
-acquirer:
-  url: {{ required "global.acquirer.url is required (the card acquirer's base URL)" .Values.global.acquirer.url | quote }}
+{{ include "charge-outbox.acquirerConfig" . }}
 reconciler:
   grace_period: {{ $rec.gracePeriod | quote }}
   batch_size: {{ $rec.batchSize }}
@@ -328,8 +358,7 @@ log:
 {{/* charge-admin's config file: the reconciler's acquirer (its database URL and acquirer key come from the
 same Secrets, in the environment). */}}
 {{- define "charge-outbox.chargeAdminConfig" -}}
-acquirer:
-  url: {{ required "global.acquirer.url is required (the card acquirer's base URL)" .Values.global.acquirer.url | quote }}
+{{ include "charge-outbox.acquirerConfig" . }}
 log:
   level: {{ .Values.global.logLevel }}
 {{- end -}}
