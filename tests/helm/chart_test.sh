@@ -403,6 +403,12 @@ notes() {
 grep -qF "WARNING: global.acquirer.insecurePlainHttp is set" <<<"$(notes "${plain[@]}" --set global.acquirer.insecurePlainHttp=true)" ||
   fail "NOTES does not warn about insecurePlainHttp"
 if grep -qF "insecurePlainHttp" <<<"$(notes "${required[@]}")"; then fail "NOTES warns about insecurePlainHttp by default"; fi
+# An Ingress carries merchants' keys: without tls only by an explicit choice.
+refused "chargeApi.ingress.tls is empty" "an Ingress without TLS" "${required[@]}" --set chargeApi.ingress.enabled=true
+out=$(render "${required[@]}" --set chargeApi.ingress.enabled=true --set chargeApi.ingress.allowWithoutTls=true) ||
+  fail "an Ingress without TLS, allowed: $out"
+has "$(flat <<<"$out")" "Ingress/rel-charge-outbox-charge-api:spec.rules.[].host=\"charges.example.com\"" "an Ingress without TLS, allowed"
+has "$E" "Ingress/rel-charge-outbox-charge-api:spec.tls.[].secretName=charges-tls" "the Ingress's TLS"
 # Without the schema, the templates still refuse.
 refused "reconciler.extraEnv.FAILPOINTS is refused" "FAILPOINTS without the schema" "${required[@]}" --skip-schema-validation \
   --set reconciler.extraEnv.FAILPOINTS=x
