@@ -39,6 +39,33 @@ flat() {
 has() { grep -qxF -- "$2" <<<"$1" || fail "$3: no '$2'"; }
 hasnt() { if grep -qF -- "$2" <<<"$1"; then fail "$3: '$2' is there"; fi; }
 render() { "$helm" template rel "$chart" "$@" 2>&1; }
+# rules FLAT POLICY ingress|egress: one line per rule of NetworkPolicy/rel-charge-outbox-POLICY, "PORTS <- PEERS"
+# or "PORTS -> PEERS" (ports as port/protocol, peers as their selector or ipBlock leaves), in order.
+rules() {
+  awk -v prefix="NetworkPolicy/rel-charge-outbox-$2:spec.$3.[]." -v dir="$3" '
+    function emit() { if (ports != "" || peers != "") print ports (dir == "ingress" ? " <- " : " -> ") peers; ports = ""; peers = "" }
+    index($0, prefix) == 1 {
+      rest = substr($0, length(prefix) + 1)
+      if (rest ~ /^ports\.\[\]\./) {
+        if (dir == "ingress" && last == "peers") emit()
+        sub(/^ports\.\[\]\./, "", rest); last = "ports"
+        if (rest ~ /^port=/) ports = ports (ports == "" ? "" : ",") substr(rest, 6)
+        else if (rest ~ /^protocol=/) ports = ports "/" substr(rest, 10)
+      } else {
+        if (dir == "egress" && last == "ports") emit()
+        sub(/^(from|to)\.\[\]\./, "", rest); last = "peers"
+        peers = peers (peers == "" ? "" : " ") rest
+      }
+    }
+    END { emit() }' <<<"$1"
+}
+# policy FLAT POLICY DIR WHAT EXPECTED...: exactly these rules, in this order.
+policy() {
+  local flat_=$1 name=$2 dir=$3 what=$4 got want; shift 4
+  got=$(rules "$flat_" "$name" "$dir")
+  want=$(printf '%s\n' "$@")
+  [[ $got == "$want" ]] || fail "$what: the $name NetworkPolicy's $dir rules are"$'\n'"$got"$'\n'"not"$'\n'"$want"
+}
 required=(--set 'outboxRelay.kafka.bootstrapServers=kafka-0:9092\,kafka-1:9092' --set global.acquirer.url=https://acquirer.example)
 
 "$helm" lint "$chart" "${required[@]}" >/dev/null || fail "helm lint with the required values"
@@ -72,7 +99,8 @@ hasnt "$D" "settlement-projection" "defaults: settlement-projection"
 # values-everything.yaml: every optional object.
 for object in HorizontalPodAutoscaler/rel-charge-outbox-charge-api PodDisruptionBudget/rel-charge-outbox-charge-api \
   PodDisruptionBudget/rel-charge-outbox-outbox-relay NetworkPolicy/rel-charge-outbox-charge-api \
-  NetworkPolicy/rel-charge-outbox-outbox-relay NetworkPolicy/rel-charge-outbox-jobs Ingress/rel-charge-outbox-charge-api \
+  NetworkPolicy/rel-charge-outbox-outbox-relay NetworkPolicy/rel-charge-outbox-migrate NetworkPolicy/rel-charge-outbox-reconciler \
+  NetworkPolicy/rel-charge-outbox-audit-prune Ingress/rel-charge-outbox-charge-api \
   PodMonitor/rel-charge-outbox PrometheusRule/rel-charge-outbox ConfigMap/rel-charge-outbox-dashboard "$win" \
   "$sp" Service/rel-charge-outbox-settlement-projection ConfigMap/rel-charge-outbox-settlement-projection \
   PodDisruptionBudget/rel-charge-outbox-settlement-projection NetworkPolicy/rel-charge-outbox-settlement-projection; do
@@ -140,8 +168,6 @@ for key in http.port=8090 admin.port=9090 'kafka.bootstrap_servers="kafka-0.kafk
   has "$E" "$spc.$key" "settlement-projection setting"
 done
 has "$E" "PodDisruptionBudget/rel-charge-outbox-settlement-projection:spec.maxUnavailable=1" "settlement-projection PDB"
-has "$E" "NetworkPolicy/rel-charge-outbox-settlement-projection:spec.ingress.[].ports.[].port=8090" "settlement-projection's API port policy"
-has "$E" "NetworkPolicy/rel-charge-outbox-settlement-projection:spec.ingress.[].from.[].namespaceSelector.matchLabels.kubernetes.io/metadata.name=finance" "settlement-projection's callers"
 has "$E" 'PodMonitor/rel-charge-outbox:spec.selector.matchExpressions.[]={key: app.kubernetes.io/component, operator: In, values: ["charge-api","outbox-relay","settlement-projection"]}' "the PodMonitor scrapes settlement-projection"
 has "$E" "$win:$cpod.containers.[].args=[\"reconciler\",\"--config\",\"/etc/charge-outbox/config.yaml\",\"window\",\"--last\",\"24h\"]" "window report"
 out=$(render -f "$everything" --set reconciler.window.from=2026-11-30T00:00:00Z --set reconciler.window.to=2026-12-01T00:00:00Z) ||
@@ -170,10 +196,52 @@ has "$D" "ConfigMap/rel-charge-outbox-charge-api:data.config.yaml.admin.port=909
 has "$D" "ConfigMap/rel-charge-outbox-outbox-relay:data.config.yaml.admin.port=9090" "outbox-relay admin.port"
 hasnt "$D" "ConfigMap/rel-charge-outbox-outbox-relay:data.config.yaml.http." "outbox-relay http.* keys"
 has "$E" "PodMonitor/rel-charge-outbox:spec.podMetricsEndpoints.[].port=admin" "the PodMonitor scrapes the admin port"
-has "$E" "NetworkPolicy/rel-charge-outbox-charge-api:spec.ingress.[].ports.[].port=8080" "the API port's policy"
-has "$E" "NetworkPolicy/rel-charge-outbox-charge-api:spec.ingress.[].ports.[].port=9090" "charge-api's admin port policy"
-has "$E" "NetworkPolicy/rel-charge-outbox-outbox-relay:spec.ingress.[].ports.[].port=9090" "the relay's admin port policy"
-hasnt "$E" "NetworkPolicy/rel-charge-outbox-outbox-relay:spec.ingress.[].ports.[].port=8080" "a relay policy for 8080"
+
+# NetworkPolicies: one per component, each selecting only its pods, denying both ways by default, and opening
+# only its ports to its peers and only its destinations (values-everything.yaml sets every peer list, each
+# to something told apart here: a rule under the wrong component or to the wrong peers fails).
+ingress_nginx='namespaceSelector.matchLabels.kubernetes.io/metadata.name=ingress-nginx podSelector.matchLabels.app.kubernetes.io/name=ingress-nginx'
+prometheus='namespaceSelector.matchLabels.kubernetes.io/metadata.name=monitoring podSelector.matchLabels.app.kubernetes.io/name=prometheus'
+dns='53/UDP,53/TCP -> namespaceSelector.matchLabels.kubernetes.io/metadata.name=kube-system podSelector.matchLabels.k8s-app=kube-dns'
+database='5432/TCP -> ipBlock.cidr=10.20.0.0/24'
+kafka='9093/TCP -> ipBlock.cidr=10.30.0.0/24'
+acquirer='443/TCP -> ipBlock.cidr=203.0.113.0/28'
+for p in charge-api:charge-api outbox-relay:outbox-relay migrate:migrate 'reconciler:reconciler","reconciler-window' \
+  audit-prune:audit-prune settlement-projection:settlement-projection; do
+  np="NetworkPolicy/rel-charge-outbox-${p%%:*}"
+  has "$E" "$np:spec.podSelector.matchExpressions.[]={key: app.kubernetes.io/component, operator: In, values: [\"${p#*:}\"]}" "${p%%:*}'s policy selects its pods"
+  has "$E" "$np:spec.podSelector.matchLabels.app.kubernetes.io/instance=rel" "${p%%:*}'s policy selects this release"
+  has "$E" "$np:spec.policyTypes.[]=Ingress" "${p%%:*}'s policy denies what comes in"
+  has "$E" "$np:spec.policyTypes.[]=Egress" "${p%%:*}'s policy denies what goes out"
+done
+policy "$E" charge-api ingress "values-everything" "8080/TCP <- $ingress_nginx" "9090/TCP <- $prometheus"
+policy "$E" charge-api egress "values-everything" "$dns" "$database" "$acquirer"
+policy "$E" outbox-relay ingress "values-everything" "9090/TCP <- $prometheus"
+policy "$E" outbox-relay egress "values-everything" "$dns" "$database" "$kafka"
+for job in migrate reconciler audit-prune; do
+  has "$E" "NetworkPolicy/rel-charge-outbox-$job:spec.ingress=[]" "the $job job accepts nothing"
+done
+policy "$E" migrate egress "values-everything" "$dns" "$database"
+policy "$E" reconciler egress "values-everything" "$dns" "$database" "$acquirer" \
+  "9091/TCP -> namespaceSelector.matchLabels.kubernetes.io/metadata.name=monitoring podSelector.matchLabels.app.kubernetes.io/name=prometheus-pushgateway"
+policy "$E" audit-prune egress "values-everything" "$dns" "$database" "$acquirer"
+policy "$E" settlement-projection ingress "values-everything" \
+  "8090/TCP <- namespaceSelector.matchLabels.kubernetes.io/metadata.name=finance" "9090/TCP <- $prometheus"
+policy "$E" settlement-projection egress "values-everything" \
+  "$dns" "5433/TCP -> namespaceSelector.matchLabels.kubernetes.io/metadata.name=finance-db" "$kafka"
+# Every peer list empty (the defaults): no rule admits anyone, since a rule with no peers would admit
+# everyone; only DNS goes out.
+out=$(render "${required[@]}" --set networkPolicy.enabled=true --set settlementProjection.enabled=true) ||
+  fail "rendering the NetworkPolicies with empty peer lists: $out"
+closed=$(flat <<<"$out")
+for p in charge-api outbox-relay migrate reconciler audit-prune settlement-projection; do
+  has "$closed" "NetworkPolicy/rel-charge-outbox-$p:spec.ingress=[]" "$p with no peers: nothing comes in"
+  policy "$closed" "$p" egress "$p with no peers" "$dns"
+done
+hasnt "$closed" ":spec.ingress.[].from" "empty peer lists: a rule admitting everyone"
+out=$(render "${required[@]}" --set networkPolicy.enabled=true --set-json 'networkPolicy.egress.dns.to=[]') ||
+  fail "rendering the NetworkPolicies without DNS: $out"
+has "$(flat <<<"$out")" "NetworkPolicy/rel-charge-outbox-charge-api:spec.egress=[]" "no DNS peers: nothing goes out"
 
 # Secrets from Secrets only, never in a ConfigMap.
 has "$D" "$api:$pod.containers.[].env.[].valueFrom.secretKeyRef.name=charge-outbox-database" "DATABASE_URL from its Secret"
@@ -325,7 +393,6 @@ hasnt "$E" "$api:spec.replicas=" "replicas with the autoscaler on"
 has "$E" "HorizontalPodAutoscaler/rel-charge-outbox-charge-api:spec.metrics.[].resource.target.averageUtilization=80" "HPA memory"
 has "$E" "PodDisruptionBudget/rel-charge-outbox-outbox-relay:spec.maxUnavailable=1" "relay PDB"
 has "$E" "Ingress/rel-charge-outbox-charge-api:spec.rules.[].http.paths.[].backend.service.name=rel-charge-outbox-charge-api" "Ingress"
-has "$E" "NetworkPolicy/rel-charge-outbox-jobs:spec.ingress=[]" "the jobs accept no connection"
 has "$E" "$relay:spec.strategy.type=Recreate" "outboxRelay.updateStrategy"
 
 # The alerts: every metric they read is one the code registers, every runbook a heading of docs/operations.md.
@@ -409,6 +476,8 @@ out=$(render "${required[@]}" --set chargeApi.ingress.enabled=true --set chargeA
   fail "an Ingress without TLS, allowed: $out"
 has "$(flat <<<"$out")" "Ingress/rel-charge-outbox-charge-api:spec.rules.[].host=\"charges.example.com\"" "an Ingress without TLS, allowed"
 has "$E" "Ingress/rel-charge-outbox-charge-api:spec.tls.[].secretName=charges-tls" "the Ingress's TLS"
+refused "minItems" "a NetworkPolicy egress rule with no ports (every port)" "${required[@]}" \
+  --set networkPolicy.enabled=true --set-json 'networkPolicy.egress.kafka.ports=[]'
 # Without the schema, the templates still refuse.
 refused "reconciler.extraEnv.FAILPOINTS is refused" "FAILPOINTS without the schema" "${required[@]}" --skip-schema-validation \
   --set reconciler.extraEnv.FAILPOINTS=x
