@@ -16,7 +16,17 @@ bool IsLoopback(const detail::Origin& origin) {
 
 }  // namespace
 
+#if defined(CHARGE_OUTBOX_FAILPOINTS) && CHARGE_OUTBOX_FAILPOINTS
+const AcquirerBuildRules AcquirerBuildRules::kThisBuild{.release = false};
+#else
+const AcquirerBuildRules AcquirerBuildRules::kThisBuild{.release = true};
+#endif
+
 AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader) {
+  return LoadAcquirerClientConfig(reader, AcquirerBuildRules::kThisBuild);
+}
+
+AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader, const AcquirerBuildRules& rules) {
   AcquirerClientConfig c;
   c.base_url = reader.String("acquirer.url");
   const auto origin = detail::ParseOrigin(c.base_url);
@@ -33,6 +43,14 @@ AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader) {
       static_cast<std::size_t>(reader.Integer("acquirer.max_response_bytes", 1024 * 1024, 1024, 64 * 1024 * 1024));
   c.tls_verify = reader.Boolean("acquirer.tls.verify", true);
   c.tls_ca_file = reader.String("acquirer.tls.ca_file", "");
+  // Without verification anyone on the path could take the API key and card tokens; a test acquirer with
+  // its own certificate is trusted through ca_file, so a release build has no use for turning it off.
+  if (!c.tls_verify && rules.release) {
+    throw config::ConfigError("acquirer.tls.verify",
+                              "is false, but this is a release build, which always verifies the acquirer's "
+                              "certificate (CHARGE_OUTBOX_FAILPOINTS=OFF, as in the container image); trust a "
+                              "private CA with acquirer.tls.ca_file instead");
+  }
   if (!origin.tls && !c.tls_ca_file.empty()) {
     throw config::ConfigError("acquirer.tls.ca_file", "is set but acquirer.url is http://; use https:// or drop it");
   }

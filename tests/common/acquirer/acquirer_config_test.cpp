@@ -44,6 +44,34 @@ TEST(LoadAcquirerClientConfig, PlainHttpBeyondThisMachineNeedsAnExplicitOptIn) {
   }
 }
 
+TEST(LoadAcquirerClientConfig, AReleaseBuildAlwaysVerifiesTheAcquirersCertificate) {
+  const auto load = [](const std::string& yaml, const AcquirerBuildRules& rules) -> std::string {
+    auto reader = ConfigReader::FromString(yaml, Env({{"ACQUIRER_API_KEY", "k"}}));
+    try {
+      LoadAcquirerClientConfig(reader, rules);
+    } catch (const ConfigError& e) {
+      return e.key() + ": " + e.problem();
+    }
+    return "(no error)";
+  };
+  const std::string off = "acquirer:\n  url: https://acquirer.example\n  tls:\n    verify: false\n";
+  const auto refused = load(off, AcquirerBuildRules{.release = true});
+  EXPECT_THAT(refused, ::testing::StartsWith("acquirer.tls.verify: "));
+  EXPECT_THAT(refused, ::testing::HasSubstr("release build"));
+  EXPECT_THAT(refused, ::testing::HasSubstr("acquirer.tls.ca_file"));
+  EXPECT_EQ(load(off, AcquirerBuildRules{.release = false}), "(no error)");
+  // The same through the environment, as ACQUIRER_TLS_VERIFY would come.
+  auto reader = ConfigReader::FromString("acquirer:\n  url: https://acquirer.example\n",
+                                         Env({{"ACQUIRER_API_KEY", "k"}, {"ACQUIRER_TLS_VERIFY", "false"}}));
+  EXPECT_THROW(LoadAcquirerClientConfig(reader, AcquirerBuildRules{.release = true}), ConfigError);
+  // Verification on, or a private CA: a release build's way to trust a test acquirer.
+  EXPECT_EQ(load("acquirer:\n  url: https://acquirer.example\n  tls:\n    ca_file: /etc/ca.pem\n",
+                 AcquirerBuildRules{.release = true}),
+            "(no error)");
+  // The tests are a test build (failpoints compiled in): the one-argument form keeps their rules.
+  EXPECT_FALSE(AcquirerBuildRules::kThisBuild.release);
+}
+
 TEST(LoadAcquirerClientConfig, DefaultsWithOnlyUrlAndKey) {
   auto reader = ConfigReader::FromString("acquirer:\n  url: http://127.0.0.1:8081\n",
                                          Env({{"ACQUIRER_API_KEY", "sk_test_1"}}));

@@ -45,8 +45,18 @@ struct AcquirerClientConfig {
 //   acquirer.pool.max_queued (64), acquirer.pool.idle_timeout (30s), acquirer.max_response_bytes (1048576), acquirer.tls.verify (true),
 //   acquirer.tls.ca_file (""), acquirer.list.page_limit (100), acquirer.retry.max_attempts (4),
 //   acquirer.retry.backoff.base (1s), acquirer.retry.backoff.max (8s), acquirer.retry.backoff.budget (15s).
-// Throws config::ConfigError naming the key.
+// Throws config::ConfigError naming the key. A release build (CHARGE_OUTBOX_FAILPOINTS=OFF, the container
+// image) refuses acquirer.tls.verify: false, as it refuses FAILPOINTS: trust a private CA with
+// acquirer.tls.ca_file instead. Plain http:// to another host needs acquirer.allow_plain_http in any build.
 AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader);
+
+// What the build allows; LoadAcquirerClientConfig(reader) uses this build's (kThisBuild), the overload
+// below lets a test build check a release build's rules.
+struct AcquirerBuildRules {
+  bool release = false;  // a release build: no way to turn TLS verification off
+  static const AcquirerBuildRules kThisBuild;
+};
+AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader, const AcquirerBuildRules& rules);
 
 // Thread-safe: calls may come from any thread or executor, concurrently; the client serialises its own
 // bookkeeping and I/O on an internal strand of the executor given at construction, and each call
