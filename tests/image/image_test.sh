@@ -114,6 +114,22 @@ for label in title description version revision created; do
   [[ -n $(jq -r --arg l "org.opencontainers.image.$label" '.config.Labels[$l] // ""' "$config") ]] ||
     fail "label org.opencontainers.image.$label is missing"
 done
+# What scanners read (Trivy, Grype, syft): the distribution and, for every library the image carries, the
+# Debian package it came from at the version installed on this machine, which the build refreshed.
+grep -q '^ID=debian$' "$rootfs/etc/os-release" || fail "the image has no Debian /etc/os-release: scanners cannot tell its distribution"
+for lib in "$rootfs"/usr/lib/x86_64-linux-gnu/*.so*; do
+  owner=$(dpkg -S "/usr/lib/x86_64-linux-gnu/$(basename "$lib")" 2>/dev/null ||
+          dpkg -S "/lib/x86_64-linux-gnu/$(basename "$lib")" 2>/dev/null) || fail "$(basename "$lib") belongs to no Debian package here"
+  package=${owner%%:*}
+  status=$rootfs/var/lib/dpkg/status.d/$package
+  [[ -f $status ]] || fail "$(basename "$lib") is in the image without a dpkg status entry for $package"
+  [[ $(sed -n 's/^Version: //p' "$status") == "$(dpkg-query -W -f='${Version}' "$package")" ]] ||
+    fail "the image lists $package at $(sed -n 's/^Version: //p' "$status"), this machine has $(dpkg-query -W -f='${Version}' "$package")"
+done
+for package in libssl3 libpq5 zlib1g ca-certificates tzdata; do
+  grep -q '^Status: install ok installed$' "$rootfs/var/lib/dpkg/status.d/$package" 2>/dev/null ||
+    fail "no dpkg status entry for $package in the image"
+done
 shells=$(find "$rootfs" \( -name sh -o -name bash -o -name dash -o -name busybox -o -name ash -o -name zsh \) -printf '/%P\n')
 [[ -z $shells ]] || fail "the image holds a shell: $shells"
 compilers=$(find "$rootfs" \( -name 'gcc*' -o -name 'g++*' -o -name cc -o -name c++ -o -name 'clang*' \

@@ -10,7 +10,7 @@
 #
 # Two things stand in for a person's machine, and nothing else: the Kafka command-line tools are the jars'
 # classes under their usual script names, and `helm install`/`upgrade` get one more values file, this
-# test's (one replica of each daemon, plain http to the test's acquirer, which the daemons refuse unless
+# test's (one replica of each daemon, plain http to the test's acquirer, which the chart refuses unless
 # told, and a 5 s acquirer visibility window, so that a window report can cover captures just made).
 #
 # Arguments: the acquirer-sim binary. Needs root, KUBE_BIN_DIR and HELM_BIN (tests/run), the image
@@ -159,13 +159,13 @@ for tool in kafka-topics.sh:org.apache.kafka.tools.TopicCommand kafka-acls.sh:or
   chmod +x "$state/bin/${tool%%:*}"
 done
 cat >"$state/test-values.yaml" <<YAML
+global:
+  acquirer: {insecurePlainHttp: true}
 chargeApi:
   replicas: 1
-  extraEnv: {ACQUIRER_ALLOW_PLAIN_HTTP: "true"}
 outboxRelay:
   replicas: 1
 reconciler:
-  extraEnv: {ACQUIRER_ALLOW_PLAIN_HTTP: "true"}
   visibilityWindow: 5s
 YAML
 helm() {
@@ -207,6 +207,8 @@ run_block database
 [[ $(psql_charge "SELECT count(*) FROM pg_roles WHERE rolname IN ('charge_api', 'charge_reconciler', 'outbox_relay',
                   'charge_operator') AND rolcanlogin AND NOT rolsuper") == 4 ]] || fail "roles.sql did not make the four roles"
 run_block install
+[[ $(kubectl get namespace "$NAMESPACE" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}') == restricted ]] ||
+  fail "the namespace does not enforce Pod Security restricted"
 # Each daemon is connected as its own role, and no runtime role owns anything.
 connected=$(psql_charge "SELECT string_agg(DISTINCT usename, ',') FROM pg_stat_activity WHERE datname = 'charges'")
 grep -q 'charge_api' <<<"$connected" && grep -q 'outbox_relay' <<<"$connected" ||
@@ -358,6 +360,14 @@ until kubectl -n "$NAMESPACE" get jobs -l app.kubernetes.io/component=reconciler
 done
 run_block run-failed
 grep -q 'examined' "$state/out/run-failed" || fail "the run's log has no summary: $(cat "$state/out/run-failed")"
+
+# ---- The security checks a reviewer runs ------------------------------------------------------------------
+run_block security-check
+grep -qx restricted "$state/out/security-check" || fail "the check did not show Pod Security restricted"
+grep ' token=' "$state/out/security-check" | grep -v ' token=false root=true$' &&
+  fail "a pod mounts a service-account token or may run as root: $(cat "$state/out/security-check")"
+[[ $(grep -cE '^ (charge_api|charge_reconciler|outbox_relay|charge_operator) +\| f +\| f +\| f +\| f$' "$state/out/security-check") == 4 ]] ||
+  fail "the roles' attributes are not all off: $(cat "$state/out/security-check")"
 
 # ---- Every block of the page ran -------------------------------------------------------------------------
 not_run=$(comm -23 <(sort "$blocks/ORDER") <(printf '%s\n' "${ran[@]}" | sort))
