@@ -122,6 +122,16 @@ Response OwnProblem(const ServerOptions& options, Status status, std::string_vie
   return ProblemJson(status, title, detail, extra);
 }
 
+// A client behind a trusted proxy with ServerOptions::max_connections_per_client requests in flight.
+Response TooManyInFlight(const ServerOptions& options) {
+  auto response = OwnProblem(options, Status::too_many_requests, "too-many-requests-in-flight",
+                             "Too many requests in flight",
+                             "this client has " + std::to_string(options.max_connections_per_client) +
+                                 " requests in flight, the most one client may have; retry once one is answered");
+  response.set(bhttp::field::retry_after, "1");
+  return response;
+}
+
 }  // namespace
 
 Response JsonResponse(Status status, const boost::json::value& body) {
@@ -139,6 +149,7 @@ struct Server::Impl {
   Impl(ServerOptions server_options, PeerHandler request_handler)
       : options(std::move(server_options)),
         handler(std::move(request_handler)),
+        in_flight(options.trusted_proxies.empty() ? 0 : options.max_connections_per_client),
         ioc(static_cast<int>(options.threads == 0 ? 1 : options.threads)),
         acceptor_strand(asio::make_strand(ioc)),
         acceptor(acceptor_strand),
@@ -147,12 +158,14 @@ struct Server::Impl {
   asio::awaitable<void> AcceptLoop();
   asio::awaitable<void> RunSession(std::shared_ptr<Connection> connection);
   asio::awaitable<void> WriteAndClose(beast::tcp_stream& stream, Response response);
-  // Holds a refusal to the connection's client as long as the pacer says; not while stopping.
-  asio::awaitable<void> PaceRefusal(const Connection& connection);
+  // Holds a refusal to `client` (a ClientKey) as long as the pacer says; not while stopping.
+  asio::awaitable<void> PaceRefusal(const std::string& client);
   void Unregister(std::uint64_t id);
 
   const ServerOptions options;
   const PeerHandler handler;
+  // Behind a trusted proxy, the share of the server per client (ServerOptions::trusted_proxies).
+  InFlightLimit in_flight;
 
   // Declared before the io_context so that they outlive it: destroying the io_context destroys the
   // suspended session coroutines, whose clean-up unregisters them here.
@@ -219,7 +232,9 @@ asio::awaitable<void> Server::Impl::AcceptLoop() {
       boost::system::error_code peer_ec;
       auto client = ClientKey(socket.remote_endpoint(peer_ec).address());
       auto& from_client = connections_per_client[client];
-      if (options.max_connections_per_client != 0 && from_client >= options.max_connections_per_client) {
+      // A trusted proxy's connections carry many clients: each of those is held to its requests in flight.
+      const bool proxy = options.trusted_proxies.Contains(socket.remote_endpoint(peer_ec).address());
+      if (options.max_connections_per_client != 0 && from_client >= options.max_connections_per_client && !proxy) {
         socket.close(ignored);
         continue;
       }
@@ -238,9 +253,9 @@ asio::awaitable<void> Server::Impl::AcceptLoop() {
   }
 }
 
-asio::awaitable<void> Server::Impl::PaceRefusal(const Connection& connection) {
+asio::awaitable<void> Server::Impl::PaceRefusal(const std::string& client) {
   if (!options.pacer || stopping.load()) co_return;
-  const auto hold = options.pacer->HoldFor(connection.client);
+  const auto hold = options.pacer->HoldFor(client);
   if (hold <= std::chrono::milliseconds::zero()) co_return;
   // Stop cancels it through the session's cancellation slot, like any wait of a busy connection.
   asio::steady_timer timer(co_await asio::this_coro::executor, hold);
@@ -309,6 +324,12 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
       auto [body_ec, body_bytes] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
       header_ec = body_ec;
     }
+    // Who sent it (the peer; behind a trusted proxy, the client the proxy names) and that client's place
+    // among its requests in flight, held until the answer is written. With none left the request is
+    // answered at once, never held: holding it would hold the proxy's connection for the client.
+    const auto client = parser.is_header_done() ? ClientAddress(peer, parser.get(), options.trusted_proxies) : peer;
+    const auto client_key = ClientKey(client);
+    const auto in_flight_slot = in_flight.Enter(client_key);
     if (header_ec) {
       // The reply is built before the co_await: GCC 12 cannot keep some temporaries of a co_await
       // expression in the coroutine frame ("array used as initializer").
@@ -328,7 +349,7 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
                              "the request could not be parsed: " + header_ec.message());
       }
       if (problem.has_value()) {
-        co_await PaceRefusal(*connection);
+        if (in_flight_slot) co_await PaceRefusal(client_key);
         co_await WriteAndClose(stream, std::move(*problem));
       }
       break;
@@ -338,8 +359,9 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
     const bool client_keep_alive = request.keep_alive();
     const unsigned version = request.version();
     Reply reply;
+    if (!in_flight_slot) reply = Reply{TooManyInFlight(options)};
     try {
-      reply = co_await handler(std::move(request), peer);
+      if (in_flight_slot) reply = co_await handler(std::move(request), client);
     } catch (const boost::system::system_error& e) {
       if (e.code() == asio::error::operation_aborted && stopping.load()) break;  // cancelled by Stop
       spdlog::error("http server: handler failed: {}", e.what());
@@ -351,7 +373,7 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
                                "the request could not be handled; it is safe to retry")};
     }
     if (reply.close_without_answer) break;
-    if (reply.anonymous_refusal) co_await PaceRefusal(*connection);
+    if (reply.anonymous_refusal) co_await PaceRefusal(client_key);
 
     Response& response = reply.response;
     response.version(version);

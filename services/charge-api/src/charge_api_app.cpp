@@ -61,6 +61,16 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   // proxy in front concentrates its clients on its own addresses: raise it, or 0 (no limit), there.
   c.http.max_connections_per_client =
       static_cast<std::size_t>(r.Integer("http.max_connections_per_client", 1'000, 0, 1'000'000));
+  // The proxies (the ingress controller's pods) whose X-Forwarded-For names the client every per-client
+  // defence keys on; empty: none, the client is the TCP peer (docs/charge-api.md, "Behind a proxy").
+  const auto proxies_text = r.String("http.trusted_proxies", "");
+  std::string bad_proxy;
+  auto proxies = http::TrustedProxies::Parse(proxies_text, &bad_proxy);
+  if (!proxies) {
+    throw config::ConfigError("http.trusted_proxies", "\"" + bad_proxy + "\" is not a CIDR; give comma-separated "
+                                                      "blocks such as \"10.0.0.0/8, fd00::/8\", or nothing");
+  }
+  c.http.trusted_proxies = std::move(*proxies);
   // What one address may be refused before a merchant is known: a burst, then `rate` a second, each
   // further answer held for its turn. Tests and scanners fit in the burst; a flood slows to the rate.
   const RefusalPacing pacing_defaults;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -296,6 +297,160 @@ TEST_F(HostileClientsE2E, AMerchantPastItsRateGets429ProblemJsonWithRetryAfter) 
   EXPECT_EQ(limited.json().at("status").as_int64(), 429);
   EXPECT_EQ(client.Get("/v1/charges?idempotency_key=k", Bearer(kApiKey2)).status(), 404u);
   EXPECT_EQ(Metric(Metrics(), R"(charge_api_refused_requests_total{reason="merchant_rate_limit"})"), 1);
+}
+
+// Behind a proxy (issue 44, blocking item 2): with the proxy's address in http.trusted_proxies, every
+// per-client defence keys on the client the proxy names in X-Forwarded-For, not on the proxy. The test
+// client plays an ingress pod: it connects from 127.0.0.1, configured as trusted, and forwards for many
+// clients. An attacker's unknown keys get 429 for the attacker alone, and its flood of junk holds no more
+// than its share of the server while every other client is answered. A peer that is not trusted is its
+// own client, whatever it forwards.
+constexpr const char* kAttacker = "203.0.113.66";
+
+HttpHeaders From(const std::string& forwarded_for, const std::string& key) {
+  return {{"X-Forwarded-For", forwarded_for}, {"Authorization", "Bearer " + key}};
+}
+
+bool IsProblem(const HttpResult& r, unsigned status, const std::string& type) {
+  return !r.error && r.status() == status && r.header("Content-Type") == "application/problem+json" &&
+         r.response.body().find(":" + type + "\"") != std::string::npos;
+}
+
+// An attacker's unknown keys, well past 5 a second, each forwarded for `forwarded_for` (the attacker
+// may put anything left of the hop the proxy adds). Returns how many got 429 too-many-failed-authentications.
+int FloodUnknownKeys(std::uint16_t port, const std::string& forwarded_for, int keys) {
+  HttpTestClient client(port);
+  int limited = 0;
+  for (int i = 0; i < keys; ++i) {
+    const auto r = client.Get("/v1/charges?idempotency_key=x", From(forwarded_for, "sk_guess_" + std::to_string(i)));
+    if (IsProblem(r, 429, "too-many-failed-authentications")) {
+      ++limited;
+    } else {
+      EXPECT_TRUE(IsProblem(r, 401, "api-key-unknown")) << r.status() << " " << r.response.body();
+    }
+  }
+  return limited;
+}
+
+TEST_F(HostileClientsE2E, AnAttackersUnknownKeysThroughTheProxyAre429ForItsAddressOnly) {
+  StartApi({{"HTTP_TRUSTED_PROXIES", "127.0.0.1/32, 10.0.0.0/8"},
+            {"AUTH_FAILED_LIMIT_RATE", "5"},
+            {"AUTH_FAILED_LIMIT_BURST", "10"}});
+  // 100 guesses in well under a second, the attacker forging the merchant's address on the left.
+  const int limited = FloodUnknownKeys(api_->port(), "198.51.100.20, " + std::string(kAttacker), 100);
+  EXPECT_GE(limited, 80) << "past its burst of 10 the attacker is refused";
+  // Still refused: its budget is spent, whichever proxy in the chain it came through.
+  const auto again = HttpTestClient(api_->port()).Get("/v1/charges?idempotency_key=x",
+                                                      From(std::string(kAttacker) + ", 10.1.2.3", "sk_guess_again"));
+  EXPECT_TRUE(IsProblem(again, 429, "too-many-failed-authentications")) << again.status() << " " << again.response.body();
+  // A merchant behind the same proxy, whose key this instance has never seen: its first request is looked
+  // up and answered (404: no charge under that key), not refused with the attacker.
+  const auto first = HttpTestClient(api_->port()).Get("/v1/charges?idempotency_key=never", From("198.51.100.20", kApiKey2));
+  EXPECT_EQ(first.status(), 404u) << first.response.body();
+  // Another client's wrong key is judged on its own budget: 401, not 429.
+  const auto other = HttpTestClient(api_->port()).Get("/v1/charges?idempotency_key=x", From("2001:db8:1::5", "sk_typo"));
+  EXPECT_TRUE(IsProblem(other, 401, "api-key-unknown")) << other.status() << " " << other.response.body();
+}
+
+TEST_F(HostileClientsE2E, AnUntrustedPeersForwardedForIsIgnored) {
+  // The proxies are elsewhere: 127.0.0.1 is a client like any other, whatever it claims to forward for.
+  StartApi({{"HTTP_TRUSTED_PROXIES", "192.0.2.0/24"},
+            {"AUTH_FAILED_LIMIT_RATE", "5"},
+            {"AUTH_FAILED_LIMIT_BURST", "10"}});
+  HttpTestClient client(api_->port());
+  int limited = 0;
+  for (int i = 0; i < 100; ++i) {
+    // A new address each time: were the header believed, every guess would have a fresh budget.
+    const auto r = client.Get("/v1/charges?idempotency_key=x",
+                              From("198.51.100." + std::to_string(i % 250), "sk_guess_" + std::to_string(i)));
+    if (IsProblem(r, 429, "too-many-failed-authentications")) ++limited;
+  }
+  EXPECT_GE(limited, 80);
+}
+
+TEST_F(HostileClientsE2E, AMalformedForwardedForCountsAgainstTheProxyNotAnotherClient) {
+  StartApi({{"HTTP_TRUSTED_PROXIES", "127.0.0.1"},
+            {"AUTH_FAILED_LIMIT_RATE", "5"},
+            {"AUTH_FAILED_LIMIT_BURST", "10"}});
+  // Garbage, a port, a name: none names a client, so the proxy itself is the client.
+  int limited = 0;
+  const std::vector<std::string> malformed{"not-an-address", "203.0.113.9:4711", "unknown", "", "999.1.1.1"};
+  HttpTestClient client(api_->port());
+  for (int i = 0; i < 100; ++i) {
+    const auto r = client.Get("/v1/charges?idempotency_key=x",
+                              From(malformed[static_cast<std::size_t>(i) % malformed.size()], "sk_guess_" + std::to_string(i)));
+    if (IsProblem(r, 429, "too-many-failed-authentications")) ++limited;
+  }
+  EXPECT_GE(limited, 80);
+  const auto other = HttpTestClient(api_->port()).Get("/v1/charges?idempotency_key=never", From("203.0.113.9", kApiKey1));
+  EXPECT_EQ(other.status(), 404u) << other.response.body();
+}
+
+TEST_F(HostileClientsE2E, AJunkFloodFromOneForwardedClientLeavesEveryOtherClientAnswered) {
+  // One client may have 8 requests in flight; its refusals are paced to 1 a second (each held up to 10 s).
+  // The "ingress pod" opens a connection per request in flight, as a proxy does: far more than 8 from
+  // 127.0.0.1. Before, the 9th connection from the proxy was closed at accept (a 502 at the ingress) for
+  // every client behind it; now the proxy's connections are not capped per client, the attacker's are.
+  constexpr int kCap = 8, kAttackerConnections = 40, kClients = 6;
+  StartApi({{"HTTP_TRUSTED_PROXIES", "127.0.0.1/32"},
+            {"HTTP_MAX_CONNECTIONS_PER_CLIENT", std::to_string(kCap)},
+            {"HTTP_REFUSAL_PACING_RATE", "1"},
+            {"HTTP_REFUSAL_PACING_BURST", "1"},
+            {"HTTP_REFUSAL_PACING_MAX_WAIT", "10s"},
+            {"RATE_LIMIT_PER_MERCHANT_RATE", "0"}});
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  std::atomic<int> junk_held{0}, junk_in_flight_429{0}, answered{0}, other{0};
+  std::mutex unexpected_mutex;
+  std::map<std::string, int> unexpected;
+  const auto count_unexpected = [&](const std::string& who, const HttpResult& r) {
+    ++other;
+    const std::lock_guard lock(unexpected_mutex);
+    ++unexpected[who + " " + (r.error ? r.error.message() : std::to_string(r.status()))];
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kAttackerConnections; ++t) {
+    threads.emplace_back([&] {
+      HttpTestClient client(api_->port(), "127.0.0.1", 15s);
+      while (std::chrono::steady_clock::now() < until) {
+        // Junk: a method no route has, refused before anyone is known (paced).
+        const auto r = client.Send(boost::beast::http::verb::put, "/v1/charges", "", {{"X-Forwarded-For", kAttacker}});
+        if (!r.error && r.status() == 405) {
+          ++junk_held;
+        } else if (IsProblem(r, 429, "too-many-requests-in-flight") && r.header("Retry-After") == "1") {
+          ++junk_in_flight_429;
+        } else {
+          count_unexpected("attacker", r);
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(300ms);  // the attacker's requests are in flight first
+  std::atomic<long long> slowest_ms{0};
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      const std::string address = "198.51.100." + std::to_string(c + 1);
+      const char* key = c % 2 == 0 ? kApiKey1 : kApiKey2;
+      while (std::chrono::steady_clock::now() < until) {
+        // A fresh connection each time, as a proxy opens one for a request when its others are busy.
+        const auto started = std::chrono::steady_clock::now();
+        const auto r = HttpTestClient(api_->port(), "127.0.0.1", 5s)
+                           .Get("/v1/charges?idempotency_key=k" + std::to_string(c), From(address, key));
+        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+        if (slowest_ms.load() < took.count()) slowest_ms = took.count();
+        r.status() == 404 && !r.error ? void(++answered) : count_unexpected("client " + address, r);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::cout << "other clients answered " << answered.load() << " (slowest " << slowest_ms.load()
+            << " ms); attacker: " << junk_held.load() << " refusals held, " << junk_in_flight_429.load()
+            << " answered 429 at once\n";
+  EXPECT_EQ(other.load(), 0) << ::testing::PrintToString(unexpected) << "\n" << api_->Output();
+  EXPECT_GE(answered.load(), kClients * 10) << "every other client is answered throughout";
+  EXPECT_LT(slowest_ms.load(), 2000) << "no client waits for the attacker's held refusals";
+  // The attacker got its share and no more: the rest of its requests were answered 429 at once.
+  EXPECT_GT(junk_in_flight_429.load(), 0);
+  EXPECT_LE(junk_held.load(), 1 + kCap + 3 * kCap) << "refusals past the burst are held, at most " << kCap << " at a time";
 }
 
 }  // namespace

@@ -22,6 +22,8 @@
 #include <string>
 #include <string_view>
 
+#include "charge_outbox/http/client_address.hpp"
+
 namespace charge_outbox::http {
 
 using Request = boost::beast::http::request<boost::beast::http::string_body>;
@@ -44,7 +46,8 @@ struct Reply {
 // deadline. Content-Length, the HTTP version and the Connection header are set by the server.
 // A handler that throws produces a 500 problem+json; the exception is logged.
 using Handler = std::function<boost::asio::awaitable<Reply>(Request)>;
-// The same, told the TCP peer's address: what a per-client limit can key on (behind a proxy, the proxy's).
+// The same, told the client's address (client_address.hpp: the TCP peer, or behind a trusted proxy the
+// client it forwards for): what a per-client limit keys on.
 using PeerHandler = std::function<boost::asio::awaitable<Reply>(Request, const boost::asio::ip::address& peer)>;
 
 // Paces the answers that refuse a client nobody authenticated: the handler's replies marked
@@ -75,6 +78,11 @@ struct ServerOptions {
   // Of those, at most this many from one client (ClientKey: an IPv4 address, an IPv6 /64); 0: no limit.
   // One address trickling bodies must not hold every connection the server has.
   std::size_t max_connections_per_client = 0;
+  // Peers whose X-Forwarded-For names the client (ClientAddress); empty: none, the client is the peer.
+  // A trusted proxy carries many clients on connections it keeps open, so its connections are not held to
+  // max_connections_per_client; instead each client may have at most that many requests in flight (being
+  // handled, or answered and held by the pacer), and one past it is answered 429 at once, unpaced.
+  TrustedProxies trusted_proxies;
   // Null: refusals are answered at once.
   std::shared_ptr<RefusalPacer> pacer;
   // The `type` of the problems the server answers by itself is this followed by malformed-request (400),
