@@ -472,8 +472,16 @@ grep -qF "WARNING: global.acquirer.insecurePlainHttp is set" <<<"$(notes "${plai
 if grep -qF "insecurePlainHttp" <<<"$(notes "${required[@]}")"; then fail "NOTES warns about insecurePlainHttp by default"; fi
 # An Ingress carries merchants' keys: without tls only by an explicit choice.
 refused "chargeApi.ingress.tls is empty" "an Ingress without TLS" "${required[@]}" --set chargeApi.ingress.enabled=true
-out=$(render "${required[@]}" --set chargeApi.ingress.enabled=true --set chargeApi.ingress.allowWithoutTls=true) ||
-  fail "an Ingress without TLS, allowed: $out"
+out=$(render "${required[@]}" --set chargeApi.ingress.enabled=true --set chargeApi.ingress.allowWithoutTls=true \
+  --set chargeApi.ingress.allowWithoutTrustedProxies=true) || fail "an Ingress without TLS, allowed: $out"
+# Behind the Ingress every client is the controller's pod unless charge-api believes its X-Forwarded-For
+# (issue 44): the Ingress needs chargeApi.trustedProxies, rendered into charge-api's http.trusted_proxies.
+refused "chargeApi.trustedProxies is empty" "an Ingress without trusted proxies" "${required[@]}" \
+  --set chargeApi.ingress.enabled=true --set chargeApi.ingress.allowWithoutTls=true
+has "$E" 'ConfigMap/rel-charge-outbox-charge-api:data.config.yaml.http.trusted_proxies="10.244.0.0/16, fd00:10:244::/56"' \
+  "trusted proxies in charge-api's config"
+hasnt "$D" "trusted_proxies" "the defaults: no proxy trusted"
+refused "trustedProxies/0" "a trusted proxy that is not a CIDR" "${required[@]}" --set 'chargeApi.trustedProxies={ingress-nginx}'
 has "$(flat <<<"$out")" "Ingress/rel-charge-outbox-charge-api:spec.rules.[].host=\"charges.example.com\"" "an Ingress without TLS, allowed"
 has "$E" "Ingress/rel-charge-outbox-charge-api:spec.tls.[].secretName=charges-tls" "the Ingress's TLS"
 refused "minItems" "a NetworkPolicy egress rule with no ports (every port)" "${required[@]}" \

@@ -293,6 +293,9 @@ acquirer:
 http:
   port: 8080
   threads: {{ $api.httpThreads }}
+  {{- with $api.trustedProxies }}
+  trusted_proxies: {{ join ", " . | quote }}
+  {{- end }}
 admin:
   port: 9090
 database:
