@@ -2,6 +2,12 @@
 -- needs_review"; docs/operations.md, "Charges that need a person"), and the audit trail of every action a
 -- person takes through charge-admin.
 
+-- PostgreSQL 15.20 refuses to alter a table while a function with a SQL-standard body (0007's
+-- charge_event_payload) uses its row type; the function is made again below, with the new columns. This
+-- file was edited for that (5 December 2026): databases that applied the earlier text, which had the same
+-- effect, are accepted (common/src/db/migrations.cpp, kEquivalentChecksums).
+DROP FUNCTION charge_event_payload(charges);
+
 -- Who decided the charge's state by hand, NULL while no person did. The charge's events say so
 -- (charge_event_payload's `resolution`), so consumers tell a person's decision from the acquirer's.
 ALTER TABLE charges ADD COLUMN resolved_by text;
@@ -42,7 +48,7 @@ CREATE INDEX charges_needs_review ON charges (failure_reason, updated_at) WHERE 
 
 -- The Kafka value of an event, as in 0007, with the person's decision when one set the state the event
 -- announces. A later needs_review (the acquirer contradicting that decision) does not repeat it.
-CREATE OR REPLACE FUNCTION charge_event_payload(c charges) RETURNS json
+CREATE FUNCTION charge_event_payload(c charges) RETURNS json
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN json_strip_nulls(json_build_object(
   'id', charge_public_id(c.id),

@@ -135,6 +135,21 @@ TEST_F(MigrationsTest, EmbeddedSchemaAppliesAndCreatesTodaysOutboxPartition) {
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox_default"), "0");
 }
 
+// 0012 was edited after it shipped, because PostgreSQL 15.20 refused its ALTER TABLE while 0007's
+// function used the row type: a database that applied the earlier text is as migrated and still starts;
+// any other text under that name is still an edit, refused.
+TEST_F(MigrationsTest, ADatabaseThatAppliedTheEarlierTextOfAnEditedMigrationIsAccepted) {
+  Migrator(db_->url(), EmbeddedMigrations()).Up();
+  db_->Execute(
+      "UPDATE schema_migrations SET checksum = '5c523a74da9d6fc34c7541fa67ff935de4d4676ccd0adc6fe1e4e36fb29d5d70' "
+      "WHERE version = 12");
+  EXPECT_TRUE(Migrator(db_->url(), EmbeddedMigrations()).Status().pending.empty());
+  EXPECT_EQ(RequireSchemaVersion(db_->url(), EmbeddedSchemaVersion()), EmbeddedSchemaVersion());
+  db_->Execute("UPDATE schema_migrations SET checksum = repeat('0', 64) WHERE version = 12");
+  EXPECT_EQ(ErrorOf([&] { Migrator(db_->url(), EmbeddedMigrations()).Status(); }).code(),
+            MigrationErrc::kChecksumMismatch);
+}
+
 TEST_F(MigrationsTest, SameIdempotencyKeyIsUniquePerMerchantOnly) {
   Migrator(db_->url(), EmbeddedMigrations()).Up();
   db_->Execute(
