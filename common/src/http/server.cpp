@@ -238,6 +238,10 @@ asio::awaitable<void> Server::Impl::AcceptLoop() {
         socket.close(ignored);
         continue;
       }
+      if (from_client != 0 && connections.size() + options.reserved_for_new_clients >= options.max_connections) {
+        socket.close(ignored);  // only the reserved connections are left: a client that has none may take one
+        continue;
+      }
       ++from_client;
       connection = std::make_shared<Connection>(std::move(socket));
       connection->id = next_connection_id++;
@@ -295,7 +299,7 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
   auto& stream = connection->stream;
   boost::system::error_code peer_ec;
   const auto peer = stream.socket().remote_endpoint(peer_ec).address();
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer(ReadBufferLimit(options));
   for (;;) {
     // Between requests. Stop's "close idle connections" pass runs on this strand too, so either it sees
     // kIdle and closes the socket, or it ran before and we see `stopping` here.
@@ -344,6 +348,11 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
         problem = OwnProblem(options, Status::request_header_fields_too_large, "header-too-large",
                              "Request header too large",
                              "the header exceeds the limit of " + std::to_string(options.header_limit) + " bytes");
+      } else if (header_ec == bhttp::error::buffer_overflow) {
+        // Only a line that never ends fills the buffer (the header has its own limit): a chunk's size line.
+        problem = OwnProblem(options, Status::bad_request, "malformed-request", "Malformed HTTP request",
+                             "a line of the request (a chunk's size line) does not end within " +
+                                 std::to_string(ReadBufferLimit(options)) + " bytes");
       } else if (!IsClientGone(header_ec) && IsHttpParseError(header_ec)) {
         problem = OwnProblem(options, Status::bad_request, "malformed-request", "Malformed HTTP request",
                              "the request could not be parsed: " + header_ec.message());
@@ -385,6 +394,10 @@ asio::awaitable<void> Server::Impl::RunSession(std::shared_ptr<Connection> conne
     if (write_ec || !keep_alive) break;
   }
   CloseSocket(stream);
+}
+
+std::size_t ReadBufferLimit(const ServerOptions& options) {
+  return options.header_limit + options.body_limit + kReadBufferMargin;
 }
 
 std::string ClientKey(const asio::ip::address& peer) {

@@ -20,6 +20,7 @@
 #include "charge_outbox/charges/review_store.hpp"
 #include "charge_outbox/db/database.hpp"
 #include "charge_outbox/db/migrations.hpp"
+#include "charge_outbox/http/admin_listener.hpp"
 #include "charge_outbox/log/log.hpp"
 #include "charge_outbox/merchants/merchant_store.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
@@ -81,11 +82,7 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
   c.refusal_pacing.clients =
       static_cast<std::size_t>(r.Integer("http.refusal_pacing.clients", 100'000, 1, 10'000'000));
   // The admin port carries probes and the scrape; the API port the API alone (docs/charge-api.md, "Two ports").
-  c.admin.address = r.String("admin.address", "0.0.0.0");
-  c.admin.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));
-  c.admin.threads = 1;
-  c.admin.max_connections = 256;
-  c.admin.body_limit = 1024;
+  c.admin = http::LoadAdminServerOptions(r);
   // The server's own refusals (400, 413, 431, 500) carry a problem type of ours, like every other answer.
   c.http.problem_type_prefix = kProblemTypePrefix;
   c.admin.problem_type_prefix = kProblemTypePrefix;

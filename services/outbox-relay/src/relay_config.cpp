@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "charge_outbox/http/admin_listener.hpp"
 #include "charge_outbox/kafka/client_properties.hpp"
 #include "charge_outbox/log/log.hpp"
 #include "charge_outbox/retry/backoff.hpp"
@@ -39,9 +40,7 @@ constexpr PassThrough kPassThrough[] = {
 RelayConfig LoadConfig(config::ConfigReader& r, bool need_kafka) {
   RelayConfig c;
   // The relay has no API: its one listener is its admin port (docs/operations.md, "Ports"), named as every daemon's is.
-  c.http.address = r.String("admin.address", "0.0.0.0");
-  c.http.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));
-  c.http.threads = 1;
+  c.http = http::LoadAdminServerOptions(r);
   c.database_url = r.Secret("database.url");
   c.database = db::LoadConnectionSettings(r);
   c.instance_id = r.String("instance.id", util::HostAndProcess("outbox-relay"));

@@ -3,6 +3,7 @@
 #include <iterator>
 
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/http/admin_listener.hpp"
 #include "charge_outbox/log/log.hpp"
 
 namespace charge_outbox::settlement {
@@ -15,8 +16,17 @@ ProjectionConfig LoadConfig(config::ConfigReader& r) {
   c.http.port = static_cast<std::uint16_t>(r.Integer("http.port", 8090, 0, 65535));
   c.http.threads = static_cast<std::size_t>(r.Integer("http.threads", 1, 1, 64));
   c.http.max_connections = static_cast<std::size_t>(r.Integer("http.max_connections", 1'000, 1, 1'000'000));
-  c.admin.address = r.String("admin.address", "0.0.0.0");
-  c.admin.port = static_cast<std::uint16_t>(r.Integer("admin.port", 9090, 0, 65535));
+  // Bounded like the admin port (issue 44): no client holds more than a tenth, a client with no connection
+  // still gets in while others hold the rest, and an idle or trickling connection is closed in seconds.
+  c.http.max_connections_per_client =
+      static_cast<std::size_t>(r.Integer("http.max_connections_per_client", 100, 0, 1'000'000));
+  c.http.reserved_for_new_clients = static_cast<std::size_t>(r.Integer("http.reserved_connections", 32, 0, 1'000'000));
+  if (c.http.reserved_for_new_clients >= c.http.max_connections) {
+    throw config::ConfigError("http.reserved_connections", "must be less than http.max_connections");
+  }
+  c.http.idle_timeout = r.Duration("http.idle_timeout", seconds{10}, milliseconds{100}, std::chrono::minutes{10});
+  c.http.read_timeout = r.Duration("http.read_timeout", seconds{5}, milliseconds{100}, std::chrono::minutes{10});
+  c.admin = http::LoadAdminServerOptions(r);
   if (c.admin.port != 0 && c.admin.port == c.http.port) {
     throw config::ConfigError("admin.port", "must differ from http.port: probes and metrics never share the API port");
   }

@@ -44,6 +44,22 @@ boost::asio::awaitable<void> SleepFor(std::chrono::milliseconds duration) {
   co_await timer.async_wait(boost::asio::use_awaitable);
 }
 
+// GET `target` with Connection: close from another loopback address (`source`, e.g. 127.0.0.2: another
+// client as far as ClientKey is concerned); the whole answer as sent, empty if the server closed at once.
+std::string GetFrom(const std::string& source, std::uint16_t port, const std::string& target) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket(io);
+  socket.open(boost::asio::ip::tcp::v4());
+  socket.bind({boost::asio::ip::make_address(source), 0});
+  socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+  const std::string request = "GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  boost::system::error_code ec;
+  boost::asio::write(socket, boost::asio::buffer(request), ec);
+  std::string answer;
+  boost::asio::read(socket, boost::asio::dynamic_buffer(answer), ec);
+  return answer;
+}
+
 // Echoes "METHOD target body"; `/sleep/N` waits N ms first; `/throw` throws; `/drop` closes; `/refuse`
 // answers 401 marked as an anonymous refusal.
 class EchoServer {
@@ -238,16 +254,7 @@ TEST(HttpServer, ConnectionsBeyondAClientsShareAreClosedWhileOtherClientsGetIn) 
   EXPECT_FALSE(second.Get("/2").ok());  // 127.0.0.1 holds its one
 
   // Another client (127.0.0.2, loopback as well) is served meanwhile.
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::socket other(io);
-  other.open(boost::asio::ip::tcp::v4());
-  other.bind({boost::asio::ip::make_address("127.0.0.2"), 0});
-  other.connect({boost::asio::ip::make_address("127.0.0.1"), echo.port()});
-  const std::string request = "GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  boost::asio::write(other, boost::asio::buffer(request));
-  std::string answer;
-  boost::system::error_code ec;
-  boost::asio::read(other, boost::asio::dynamic_buffer(answer), ec);
+  const auto answer = GetFrom("127.0.0.2", echo.port(), "/other");
   EXPECT_THAT(answer, HasSubstr("HTTP/1.1 200"));
   EXPECT_THAT(answer, HasSubstr("GET /other"));
 
@@ -256,6 +263,47 @@ TEST(HttpServer, ConnectionsBeyondAClientsShareAreClosedWhileOtherClientsGetIn) 
   ASSERT_TRUE(Eventually([&] { return echo.server().OpenConnections() == 0; }));
   HttpTestClient third(echo.port());
   EXPECT_EQ(third.Get("/3").status(), 200u);
+}
+
+// Issue 44: the last connections are kept for a client that has none, however many others fill the rest.
+TEST(HttpServer, ReservedConnectionsGoOnlyToAClientThatHasNone) {
+  EchoServer echo({.max_connections = 4, .reserved_for_new_clients = 2});
+  HttpTestClient first(echo.port()), second(echo.port()), third(echo.port());
+  ASSERT_EQ(first.Get("/1").status(), 200u);
+  ASSERT_EQ(second.Get("/2").status(), 200u);
+  EXPECT_FALSE(third.Get("/3").ok()) << "127.0.0.1 holds two: the last two are kept for newcomers";
+  EXPECT_THAT(GetFrom("127.0.0.2", echo.port(), "/new"), HasSubstr("HTTP/1.1 200"));
+  EXPECT_TRUE(first.Get("/again").ok());
+}
+
+// Issue 44: Boost 1.81 accepts a chunk-size line of any length; the bounded read buffer ends it with a 400
+// once it holds header_limit + body_limit + kReadBufferMargin bytes, before any handler runs.
+TEST(HttpServer, AChunkSizeLineThatNeverEndsAnswers400AtTheReadBufferLimit) {
+  EchoServer echo({.body_limit = 1024, .header_limit = 1024});
+  ASSERT_EQ(ReadBufferLimit({.body_limit = 1024, .header_limit = 1024}), 1024u + 1024u + kReadBufferMargin);
+  HttpTestClient client(echo.port());
+  const std::string head = "POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const auto r = client.SendRaw(head + std::string(256 * 1024, 'f'));  // no CRLF: the line goes on
+  ASSERT_TRUE(r.ok()) << r.error.message();
+  EXPECT_EQ(r.status(), 400u);
+  EXPECT_EQ(r.header("Content-Type"), "application/problem+json");
+  EXPECT_THAT(std::string(r.json().at("detail").as_string()), HasSubstr("does not end within 6144 bytes"));
+  EXPECT_FALSE(r.response.keep_alive());
+  EXPECT_EQ(echo.calls(), 0);
+  EXPECT_TRUE(Eventually([&] { return echo.server().OpenConnections() == 0; }));
+}
+
+// A request that fits is never refused by the bound: the body is consumed as it arrives.
+TEST(HttpServer, ABodyAtTheLimitInManySmallChunksFitsTheReadBuffer) {
+  EchoServer echo({.body_limit = 1024, .header_limit = 1024});
+  HttpTestClient client(echo.port());
+  std::string request = "POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 1024; ++i) request += "1\r\nz\r\n";
+  request += "0\r\n\r\n";
+  const auto r = client.SendRaw(request);
+  ASSERT_TRUE(r.ok()) << r.error.message();
+  EXPECT_EQ(r.status(), 200u);
+  EXPECT_EQ(r.response.body(), "POST /chunked " + std::string(1024, 'z'));
 }
 
 // Holds every answer but the first `free` for `hold`, and remembers whom it was asked about.

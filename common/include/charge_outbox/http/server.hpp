@@ -1,10 +1,10 @@
 // HTTP server: a Boost.Beast/Asio HTTP/1.1 server that every daemon reuses.
 //
 // The HTTP logic is a Handler, a function from Request to Reply. The server owns everything else:
-// accepting, one coroutine per connection reading one request at a time (with timeouts and a body
-// limit), calling the handler, writing the reply, keep-alive, and a graceful Stop. Errors the server
-// answers by itself (400 malformed, 413 too large, 431 header too large, 500 handler threw) are RFC
-// 9457 problem+json, built with ProblemJson() like every handler error should be.
+// accepting, one coroutine per connection reading one request at a time (with timeouts, a body limit
+// and a bounded read buffer), calling the handler, writing the reply, keep-alive, and a graceful Stop.
+// Errors the server answers by itself (400 malformed, 413 too large, 431 header too large, 500 handler
+// threw) are RFC 9457 problem+json, built with ProblemJson() like every handler error should be.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -78,6 +78,9 @@ struct ServerOptions {
   // Of those, at most this many from one client (ClientKey: an IPv4 address, an IPv6 /64); 0: no limit.
   // One address trickling bodies must not hold every connection the server has.
   std::size_t max_connections_per_client = 0;
+  // The last this many of max_connections go only to a client with no connection open: however many
+  // clients fill the rest, a newcomer (the kubelet's probe, a scrape) still gets in. 0: none kept.
+  std::size_t reserved_for_new_clients = 0;
   // Peers whose X-Forwarded-For names the client (ClientAddress); empty: none, the client is the peer.
   // A trusted proxy carries many clients on connections it keeps open, so its connections are not held to
   // max_connections_per_client; instead each client may have at most that many requests in flight (being
@@ -89,6 +92,13 @@ struct ServerOptions {
   // body-too-large (413), header-too-large (431) or internal (500); empty: "about:blank".
   std::string problem_type_prefix;
 };
+
+// The most a connection's read buffer holds: header_limit + body_limit + kReadBufferMargin. The parser
+// consumes a body as it arrives, so only an unfinished line (a header, a chunk's size line, which Boost
+// 1.81 does not limit by itself) can fill it; a request that does is answered 400 and closed, so no
+// request grows the server's memory past this bound per connection.
+inline constexpr std::size_t kReadBufferMargin = 4096;
+std::size_t ReadBufferLimit(const ServerOptions& options);
 
 // Lifecycle: construct, Start() once, Stop() once (more calls are harmless). The destructor stops a
 // running server with no drain time. Start, Stop and the accessors may be called from any thread except
