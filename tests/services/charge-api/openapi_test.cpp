@@ -120,9 +120,13 @@ TEST(OpenApi, EveryAnswerIsInExactlyOneListOfTheKeysAnswers) {
   c.decline_code = "card_declined";
   give(ToHttp(ResponseFor(c), c.public_id(), false, std::chrono::seconds{1}));
   // The HTTP server's own refusals, before any handler (ServerOptions::problem_type_prefix, which
-  // charge-api sets to ours): a malformed request, a body or header too large, a handler that threw.
-  for (const auto& [status, slug] : std::vector<std::pair<int, const char*>>{
-           {400, "malformed-request"}, {413, "body-too-large"}, {431, "header-too-large"}, {500, "internal"}}) {
+  // charge-api sets to ours): a malformed request, a body or header too large, a handler that threw, and
+  // behind a trusted proxy a client past its share of requests in flight.
+  for (const auto& [status, slug] : std::vector<std::pair<int, const char*>>{{400, "malformed-request"},
+                                                                            {413, "body-too-large"},
+                                                                            {429, "too-many-requests-in-flight"},
+                                                                            {431, "header-too-large"},
+                                                                            {500, "internal"}}) {
     given.insert({status, ProblemType(slug)});
   }
 
