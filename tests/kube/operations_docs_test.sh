@@ -9,9 +9,9 @@
 # ACLs), the acquirer and a registry run on the host, at the node's address.
 #
 # Two things stand in for a person's machine, and nothing else: the Kafka command-line tools are the jars'
-# classes under their usual script names, and `helm install`/`upgrade` get one more values file, this
-# test's (one replica of each daemon, plain http to the test's acquirer, which the chart refuses unless
-# told, and a 5 s acquirer visibility window, so that a window report can cover captures just made).
+# classes under their usual script names, and helm's install, upgrade and template get one more values
+# file, this test's (one replica of each daemon, plain http to the test's acquirer, which the chart refuses
+# unless told, and a 5 s acquirer visibility window, so that a window report can cover captures just made).
 #
 # Arguments: the acquirer-sim binary. Needs root, KUBE_BIN_DIR and HELM_BIN (tests/run), the image
 # (CHARGE_OUTBOX_IMAGE, an OCI archive in BUILD/image/, as tests/run builds it), skopeo and
@@ -73,8 +73,11 @@ run_block() {
 
 # ---- What a person brings, and teardown ------------------------------------------------------------------
 mkdir -p "$state/out" "$state/bin" "$state/home" "$state/checkout/build" "$state/registry"
+# A block that fails exits this shell inside its output's redirection: the report goes to the test's own.
+exec {test_stdout}>&1 {test_stderr}>&2
 on_exit() {
   local status=$?
+  exec 1>&"$test_stdout" 2>&"$test_stderr"
   if ((status != 0)); then
     [[ -z $current_block ]] || { printf -- '-- the output of the block %s:\n' "$current_block" >&2; cat "$state/out/$current_block" >&2 || true; }
     [[ -z $current_block ]] || printf 'FAIL: the block %s of docs/operations.md failed (status %s)\n' "$current_block" "$status" >&2
@@ -170,7 +173,7 @@ reconciler:
 YAML
 helm() {
   case ${1:-} in
-    install | upgrade) "$helm_bin" "$@" -f "$state/test-values.yaml" ;;
+    install | upgrade | template) "$helm_bin" "$@" -f "$state/test-values.yaml" ;;
     *) "$helm_bin" "$@" ;;
   esac
 }
