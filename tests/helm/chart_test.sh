@@ -341,6 +341,15 @@ out=$(render "${required[@]}" --set global.image.tag=g --set reconciler.image.ta
 O=$(flat <<<"$out")
 has "$O" "$rec:$cpod.containers.[].image=charge-outbox:own" "reconciler.image beats global.image"
 has "$O" "$api:$pod.containers.[].image=charge-outbox:g" "global.image"
+# A pinned digest: every workload runs exactly that image, whatever the tag names now.
+digest=sha256:$(printf '%064d' 7)
+out=$(render "${required[@]}" --set global.image.digest="$digest") || fail "rendering a digest: $out"
+D=$(flat <<<"$out")
+has "$D" "$api:$pod.containers.[].image=charge-outbox:0.1.0@$digest" "global.image.digest on charge-api"
+has "$D" "$rec:$cpod.containers.[].image=charge-outbox:0.1.0@$digest" "global.image.digest on the reconciler"
+[[ $(grep -c 'image=charge-outbox:' <<<"$D") == $(grep -c "image=charge-outbox:0.1.0@$digest" <<<"$D") ]] ||
+  fail "a workload without the pinned digest: $(grep 'image=charge-outbox:' <<<"$D" | grep -v "@$digest")"
+out=$(render "${required[@]}" --set global.image.digest=md5:0) && fail "a digest that is not sha256 rendered: $out"
 has "$O" "$rec:$cpod.containers.[].resources.requests.cpu=9m" "reconciler.resources"
 has "$O" "$rec:spec.successfulJobsHistoryLimit=0" "a zero history limit is rendered, not defaulted"
 has "$O" 'ConfigMap/rel-charge-outbox-reconciler:data.config.yaml.reconciler.deadline="90m"' "global.chargeDeadline"

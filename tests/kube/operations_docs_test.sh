@@ -219,8 +219,8 @@ grep -q 'charge_api' <<<"$connected" && grep -q 'outbox_relay' <<<"$connected" |
 for component in charge-api outbox-relay; do
   ready=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" \
     -o jsonpath='{range .items[*]}{.spec.containers[0].image} {.status.containerStatuses[0].ready}{"\n"}{end}')
-  grep -q "^$REGISTRY/charge-outbox:$VERSION true$" <<<"$ready" ||
-    fail "no Ready $component pod running the registry's image: $ready"
+  grep -q "^$REGISTRY/charge-outbox:$VERSION@$(cat charge-outbox.digest) true$" <<<"$ready" ||
+    fail "no Ready $component pod running the registry's image, pinned by its digest: $ready"
 done
 run_block validate
 run_block plugin

@@ -26,7 +26,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- $global := $root.Values.global.image -}}
 {{- $repository := $own.repository | default $global.repository -}}
 {{- $tag := $own.tag | default $global.tag | default $root.Chart.AppVersion -}}
+{{- $digest := $own.digest | default $global.digest -}}
+{{- if $digest -}}
+{{- printf "%s:%s@%s" $repository $tag $digest -}}
+{{- else -}}
 {{- printf "%s:%s" $repository $tag -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "charge-outbox.pullPolicy" -}}
