@@ -36,12 +36,13 @@ step() { printf '== %s (%ss)\n' "$*" "$((SECONDS - started))" >&2; }
 # ---- The page's blocks ------------------------------------------------------------------------------------
 state=$(mktemp -d /tmp/charge-outbox-docs.XXXXXX)
 chmod 755 "$state"
+trap 'rm -rf "$state"' EXIT   # until the cluster's teardown below takes over
 blocks=$state/blocks
 mkdir -p "$blocks"
 # Every fenced block of the page that is shell must have a name, unique; other languages (yaml, text) are
 # examples, not commands.
 awk -v dir="$blocks" '
-  /^```/ && !inside { inside = 1; split(substr($0, 4), w, " "); lang = w[1]; name = w[2]; line = NR
+  /^```/ && !inside { inside = 1; split(substr($0, 4), w, " "); lang = w[1]; name = w[2]
                       if (lang == "sh" || lang == "bash" || lang == "shell") {
                         if (name == "") { printf "line %d: a shell block without a name\n", NR > "/dev/stderr"; bad = 1 }
                         else if (name in seen) { printf "line %d: a second block named %s\n", NR, name > "/dev/stderr"; bad = 1 }
