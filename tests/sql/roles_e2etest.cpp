@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "charge_outbox/util/sha256.hpp"
 #include "charge_outbox/util/time.hpp"
 #include "charge_stack.hpp"
 #include "child_process.hpp"
@@ -151,6 +152,7 @@ class RolesE2E : public ::testing::Test {
             {"HTTP_PORT", "0"},
             {"ADMIN_ADDRESS", "127.0.0.1"},
             {"ADMIN_PORT", "0"},
+            {"HTTP_TOKEN_HASHES", util::Sha256Hex("roles-e2e-projection-token")},
             {"INBOX_SWEEP_INTERVAL", "100ms"},
             {"SHUTDOWN_DEADLINE", "5s"},
             {"FAILPOINTS", std::nullopt}};

@@ -16,6 +16,31 @@ http::Response Probe(const ProbeAnswer& answer) {
 
 }  // namespace
 
+ReusedProbe::ReusedProbe(Check check, std::chrono::milliseconds reuse_for, Now now)
+    : check_(std::move(check)), reuse_for_(reuse_for), now_(std::move(now)) {}
+
+boost::asio::awaitable<ProbeAnswer> ReusedProbe::operator()() {
+  {
+    std::lock_guard lock(mutex_);
+    const bool fresh = last_ && now_() - checked_at_ < reuse_for_;
+    if (last_ && (fresh || checking_)) co_return *last_;
+    checking_ = true;
+  }
+  // Cleared however the check ends (an exception, a cancelled probe), or no probe would ever ask again.
+  struct Checking {
+    ReusedProbe& self;
+    ~Checking() {
+      std::lock_guard lock(self.mutex_);
+      self.checking_ = false;
+    }
+  } checking{*this};
+  auto answer = co_await check_();
+  std::lock_guard lock(mutex_);
+  last_ = answer;
+  checked_at_ = now_();
+  co_return answer;
+}
+
 boost::asio::awaitable<http::Reply> AnswerAdmin(http::Request request, metrics::Registry& registry,
                                                 const AdminChecks& checks) {
   const std::string path(request.target());

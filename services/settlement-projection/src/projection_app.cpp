@@ -10,6 +10,7 @@
 #include "charge_outbox/db/text_query.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
 #include "charge_outbox/util/batch_memory.hpp"
+#include "api_tokens.hpp"
 #include "captured_totals.hpp"
 #include "totals_query.hpp"
 
@@ -53,11 +54,19 @@ struct ProjectionApp::Parts {
                                              .max_queued = 256,
                                              .application_name = "settlement-projection-api",
                                              .connection = config.inbox.database}),
+        tokens(config.api_token_hashes),
         api(config.http, [this](http::Request r) { return HandleApi(std::move(r)); }),
         admin(config.admin, [this](http::Request r) { return HandleAdmin(std::move(r)); }) {}
 
+  // Every request of the API port names an accepted token first, whatever its path or method: nothing on
+  // this port answers, not even a 404, before that.
   boost::asio::awaitable<http::Reply> HandleApi(http::Request request) {
     http::Reply reply;
+    if (auto refused = tokens.Refusal(request)) {
+      reply.response = std::move(*refused);
+      reply.anonymous_refusal = true;
+      co_return reply;
+    }
     reply.response = co_await AnswerTotalsQuery(database, request);
     co_return reply;
   }
@@ -83,16 +92,6 @@ struct ProjectionApp::Parts {
   boost::asio::awaitable<http::Reply> HandleAdmin(http::Request request) {
     return app::AnswerAdmin(std::move(request), *registry, admin_checks);
   }
-  const app::AdminChecks admin_checks{
-      .live = [this] { return Live() ? app::ProbeAnswer{.ok = true, .status = "ok"}
-                                     : app::ProbeAnswer{.ok = false, .status = "stalled"}; },
-      // Ready to answer queries: the projection's schema is there and its database answers.
-      .ready = [this]() -> boost::asio::awaitable<app::ProbeAnswer> {
-        const auto version = co_await database.SchemaVersion();
-        const bool ready = exit.load() < 0 && version && *version >= ProjectionMigrations().back().version;
-        co_return app::ProbeAnswer{.ok = ready, .status = ready ? "ready" : "not ready"};
-      }};
-
   ProjectionConfig config;
   std::shared_ptr<metrics::Registry> registry;
   inbox::InboxProbe inbox_probe;
@@ -100,12 +99,29 @@ struct ProjectionApp::Parts {
   CapturedTotals handler;
   std::vector<std::unique_ptr<inbox::InboxConsumer>> consumers;
   db::Database database;
+  ApiTokens tokens;
   http::Server api;
   http::Server admin;
   std::atomic<bool> stop{false};
   std::atomic<int> exit{-1};
   std::vector<std::thread> consumer_threads;
   bool started = false;
+  const app::AdminChecks admin_checks{
+      .live = [this] { return Live() ? app::ProbeAnswer{.ok = true, .status = "ok"}
+                                     : app::ProbeAnswer{.ok = false, .status = "stalled"}; },
+      // The database's part reused for readiness.reuse_for, so probes cannot load it (app::ReusedProbe).
+      .ready = [this]() -> boost::asio::awaitable<app::ProbeAnswer> {
+        auto answer = co_await schema_ready();
+        if (exit.load() >= 0) answer = app::ProbeAnswer{.ok = false, .status = "not ready"};
+        co_return answer;
+      }};
+  // Ready to answer queries: the projection's schema is there and its database answers (the API's pool).
+  app::ReusedProbe schema_ready{[this]() -> boost::asio::awaitable<app::ProbeAnswer> {
+                                  const auto version = co_await database.SchemaVersion();
+                                  const bool ready = version && *version >= ProjectionMigrations().back().version;
+                                  co_return app::ProbeAnswer{.ok = ready, .status = ready ? "ready" : "not ready"};
+                                },
+                                config.readiness_reuse};
 };
 
 ProjectionApp::ProjectionApp(ProjectionConfig config) : parts_(std::make_unique<Parts>(std::move(config))) {}

@@ -5,6 +5,7 @@
 #include "charge_outbox/config/config.hpp"
 #include "charge_outbox/http/admin_listener.hpp"
 #include "charge_outbox/log/log.hpp"
+#include "api_tokens.hpp"
 
 namespace charge_outbox::settlement {
 
@@ -26,6 +27,7 @@ ProjectionConfig LoadConfig(config::ConfigReader& r) {
   }
   c.http.idle_timeout = r.Duration("http.idle_timeout", seconds{10}, milliseconds{100}, std::chrono::minutes{10});
   c.http.read_timeout = r.Duration("http.read_timeout", seconds{5}, milliseconds{100}, std::chrono::minutes{10});
+  c.api_token_hashes = ParseTokenHashes("http.token_hashes", r.String("http.token_hashes", ""));
   c.admin = http::LoadAdminServerOptions(r);
   if (c.admin.port != 0 && c.admin.port == c.http.port) {
     throw config::ConfigError("admin.port", "must differ from http.port: probes and metrics never share the API port");
@@ -40,11 +42,21 @@ ProjectionConfig LoadConfig(config::ConfigReader& r) {
                               "must be longer than database.call_timeout + inbox.backoff.max + inbox.poll_timeout (" +
                                   std::to_string(longest_step.count()) + "ms), or a working consumer would be restarted");
   }
+  c.readiness_reuse = r.Duration("readiness.reuse_for", seconds{1}, milliseconds{0}, std::chrono::minutes{1});
   c.shutdown_deadline = r.Duration("shutdown.deadline", seconds{10}, milliseconds{100});
   c.log_level = r.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
   r.RejectUnknownKeys();
-  r.RejectUnknownEnvironment({"inbox"});
+  r.RejectUnknownEnvironment({"inbox", "readiness"});
   return c;
+}
+
+void RequireApiTokens(const ProjectionConfig& config) {
+  if (config.api_token_hashes.empty()) {
+    throw config::ConfigError("http.token_hashes",
+                              "required: the SHA-256 (hex) of each bearer token the API accepts, comma-separated "
+                              "(HTTP_TOKEN_HASHES); make a token with `openssl rand -hex 32` and give its "
+                              "`printf %s \"$TOKEN\" | sha256sum`");
+  }
 }
 
 }  // namespace charge_outbox::settlement

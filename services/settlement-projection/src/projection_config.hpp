@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "charge_outbox/http/server.hpp"
 #include "charge_outbox/inbox/inbox.hpp"
+#include "charge_outbox/util/sha256.hpp"
 
 namespace charge_outbox::config {
 class ConfigReader;
@@ -18,6 +20,10 @@ namespace charge_outbox::settlement {
 struct ProjectionConfig {
   http::ServerOptions http;   // the query API
   http::ServerOptions admin;  // /healthz, /readyz, /metrics
+  // http.token_hashes: the SHA-256 of every bearer token the API accepts (api_tokens.hpp); the daemon
+  // refuses to serve with none (RequireApiTokens), `migrate` needs none.
+  std::vector<util::Sha256Digest> api_token_hashes;
+  std::chrono::milliseconds readiness_reuse{1'000};  // how long a /readyz answer is reused
   inbox::InboxOptions inbox;  // the topic, the group, the database, the inbox's policies
   std::size_t database_pool_size = 4;  // connections serving queries (the consumer has its own)
   std::chrono::milliseconds liveness_timeout{60'000};
@@ -27,5 +33,9 @@ struct ProjectionConfig {
 
 // Throws config::ConfigError naming the first bad key.
 ProjectionConfig LoadConfig(config::ConfigReader& reader);
+
+// The daemon serves its API only to bearer tokens: throws config::ConfigError naming http.token_hashes
+// when the configuration accepts none.
+void RequireApiTokens(const ProjectionConfig& config);
 
 }  // namespace charge_outbox::settlement

@@ -14,7 +14,7 @@ class ProjectionDaemon final : public app::Daemon {
       : app::Daemon({.name = "settlement-projection",
                      .usage = "usage: settlement-projection [--config FILE] [migrate]",
                      .failpoints = true,
-                     .required = "database.url kafka.bootstrap_servers"}) {}
+                     .required = "database.url kafka.bootstrap_servers http.token_hashes"}) {}
 
   app::Settings Configure(const std::vector<std::string>& args, config::ConfigReader& reader) override {
     if (!(args.empty() || (args.size() == 1 && args[0] == "migrate"))) {
@@ -22,6 +22,7 @@ class ProjectionDaemon final : public app::Daemon {
     }
     migrate_ = !args.empty();
     config_ = LoadConfig(reader);
+    if (!migrate_) RequireApiTokens(config_);
     return {.log_level = config_.log_level};  // two schemas, not charge-api's: see CheckSchema
   }
 

@@ -8,6 +8,7 @@
 #include <regex>
 #include <thread>
 
+#include "charge_outbox/util/sha256.hpp"
 #include "charge_stack.hpp"
 #include "test_env.hpp"
 
@@ -81,6 +82,8 @@ std::string PgArray(const std::vector<std::string>& items) {
 
 }  // namespace
 
+HttpHeaders BearerHeader(const std::string& token) { return {{"Authorization", "Bearer " + token}}; }
+
 std::string TotalsKey(const std::string& merchant, const std::string& day, const std::string& currency) {
   return merchant + "|" + day + "|" + currency;
 }
@@ -106,6 +109,7 @@ EnvChanges ProjectionE2E::ProjectionEnv(const EnvChanges& extra) const {
                  {"HTTP_PORT", "0"},
                  {"ADMIN_ADDRESS", "127.0.0.1"},
                  {"ADMIN_PORT", "0"},
+                 {"HTTP_TOKEN_HASHES", util::Sha256Hex(kProjectionToken)},
                  {"INBOX_SWEEP_INTERVAL", "100ms"},
                  {"SHUTDOWN_DEADLINE", "5s"},
                  {"FAILPOINTS", std::nullopt}};

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "http_test_client.hpp"
 #include "pg_test_database.hpp"
 #include "relay_fixture.hpp"
 #include "service_process.hpp"
@@ -29,11 +30,17 @@ inline void PrintTo(const Totals& t, std::ostream* os) { *os << t.count << " / "
 using TotalsByKey = std::map<std::string, Totals>;  // "merchant|YYYY-MM-DD|CUR"
 std::string TotalsKey(const std::string& merchant, const std::string& day, const std::string& currency);
 
+// The bearer token every projection the fixture starts accepts (HTTP_TOKEN_HASHES holds its SHA-256), and
+// the header that presents a token.
+inline constexpr const char* kProjectionToken = "projection-e2e-token-1";
+HttpHeaders BearerHeader(const std::string& token = kProjectionToken);
+
 class ProjectionE2E {
  public:
   ProjectionE2E(const std::string& test_name, int partitions = 6);
 
-  // settlement-projection as a user starts it (migrated first), ports 0, short intervals; `extra` wins.
+  // settlement-projection as a user starts it (migrated first), ports 0, short intervals, accepting
+  // kProjectionToken; `extra` wins.
   std::unique_ptr<ServiceProcess> StartProjection(const EnvChanges& extra = {}) const;
   // The same as a bare process, for one that dies before it reports its ports.
   ChildProcess StartProjectionProcess(const EnvChanges& extra = {}) const;

@@ -9,11 +9,14 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <thread>
 
+#include "charge_outbox/util/sha256.hpp"
 #include "charge_outbox/util/time.hpp"
 #include "http_test_client.hpp"
 #include "projection_fixture.hpp"
@@ -277,13 +280,14 @@ TEST_F(SettlementProjectionOutOfOrderE2E, EventsAheadOfTheirPredecessorsAreHeldT
 
   // The same, as the API tells it.
   HttpTestClient api(ApiPort(*projection));
-  const auto r = api.Get("/v1/merchants/" + x.merchant + "/captured-totals?from=" + Day(yesterday) + "&to=" + Day(now));
+  const auto r = api.Get("/v1/merchants/" + x.merchant + "/captured-totals?from=" + Day(yesterday) + "&to=" + Day(now),
+                         BearerHeader());
   ASSERT_EQ(r.status(), 200u) << r.response.body();
   const auto days = r.json().at("days").as_array();
   ASSERT_EQ(days.size(), 1u) << r.response.body();
   EXPECT_EQ(days[0].at("captured_count").as_int64(), 1);
   EXPECT_EQ(days[0].at("captured_amount").as_int64(), 1'000);
-  const auto bad = api.Get("/v1/merchants/" + x.merchant + "/captured-totals?from=2026-02-30");
+  const auto bad = api.Get("/v1/merchants/" + x.merchant + "/captured-totals?from=2026-02-30", BearerHeader());
   EXPECT_EQ(bad.status(), 400u);
   EXPECT_EQ(bad.header("content-type"), "application/problem+json");
   EXPECT_EQ(bad.json().at("field").as_string(), "from") << bad.response.body();
@@ -356,6 +360,132 @@ TEST_F(SettlementProjectionOutOfOrderE2E, EventsExpireByTheirRecordsTimeNotByThe
   EXPECT_EQ(ProjectionTotals(f().projection_db()),
             (TotalsByKey{{TotalsKey(late.merchant, Day(now - 72h + 1s), "EUR"), {1, 1'500}}}));
   EXPECT_EQ(InboxProgress(f().projection_db()), (std::map<std::string, int>{{late.id, 2}}));
+}
+
+
+// The query API answers only requests that present an accepted bearer token (http.token_hashes holds the
+// tokens' SHA-256); two hashes at once let a new token be handed out before the old one is withdrawn. The
+// admin port is not the API: probes and scrapes carry no token.
+class SettlementProjectionApiE2E : public SettlementProjectionE2E {
+ protected:
+  static constexpr const char* kTotals = "/v1/merchants/00000000-0000-4000-8000-000000000001/captured-totals";
+};
+
+TEST_F(SettlementProjectionApiE2E, OnlyAnAcceptedBearerTokenIsAnsweredAndTwoOverlapForARotation) {
+  const std::string old_token = "rotation-old-4f1c9a";
+  const std::string new_token = "rotation-new-Zm9vYmFy+/=";
+  // Either case, spaces around the comma: as an operator pastes two sha256sum outputs.
+  std::string upper = util::Sha256Hex(new_token);
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  auto projection = f().StartProjection({{"HTTP_TOKEN_HASHES", util::Sha256Hex(old_token) + " , " + upper}});
+  HttpTestClient api(ApiPort(*projection));
+
+  struct Refused {
+    const char* what;
+    HttpHeaders headers;
+    std::string target;
+    const char* type;
+    const char* challenge;
+  };
+  const std::string kInvalid = R"(Bearer error="invalid_token", error_description=")";
+  const std::vector<Refused> refused{
+      {"no Authorization", {}, kTotals, "token-missing", "Bearer"},
+      {"a blank one", {{"Authorization", "  "}}, kTotals, "token-missing", "Bearer"},
+      {"another scheme", {{"Authorization", "Basic " + old_token}}, kTotals, "token-malformed", "Bearer"},
+      {"Bearer and nothing", {{"Authorization", "Bearer"}}, kTotals, "token-malformed", ""},
+      {"not a b64token", {{"Authorization", "Bearer tok@n"}}, kTotals, "token-malformed", ""},
+      {"two words", {{"Authorization", "Bearer " + old_token + " x"}}, kTotals, "token-malformed", ""},
+      {"too long", {{"Authorization", "Bearer " + std::string(513, 'a')}}, kTotals, "token-malformed", ""},
+      {"unknown", {{"Authorization", "Bearer " + old_token + "x"}}, kTotals, "token-unknown", ""},
+      {"the hash itself", {{"Authorization", "Bearer " + util::Sha256Hex(old_token)}}, kTotals, "token-unknown", ""},
+      {"the fixture's token, not configured here", BearerHeader(), kTotals, "token-unknown", ""},
+      {"no route, no token", {}, "/nowhere", "token-missing", "Bearer"},
+      {"a POST, unknown token", {{"Authorization", "Bearer nope"}}, kTotals, "token-unknown", ""},
+  };
+  for (const auto& c : refused) {
+    const auto r = std::string(c.what).starts_with("a POST") ? api.Post(c.target, "{}", c.headers) : api.Get(c.target, c.headers);
+    ASSERT_TRUE(r.ok()) << c.what << ": " << r.error.message();
+    EXPECT_EQ(r.status(), 401u) << c.what << ": " << r.response.body();
+    EXPECT_EQ(r.header("content-type"), "application/problem+json") << c.what;
+    EXPECT_EQ(r.json().at("type").as_string(), std::string("urn:charge-outbox:problem:") + c.type) << c.what;
+    EXPECT_EQ(r.json().at("status").as_int64(), 401) << c.what;
+    const auto challenge = r.header("WWW-Authenticate");
+    if (*c.challenge != '\0') {
+      EXPECT_EQ(challenge, c.challenge) << c.what;
+    } else {
+      EXPECT_TRUE(challenge.starts_with(kInvalid)) << c.what << ": " << challenge;
+    }
+    EXPECT_EQ(r.response.body().find(old_token), std::string::npos) << c.what << ": the answer repeats a token";
+  }
+
+  // Both tokens of the rotation are answered, the scheme's case is free; the query is then judged as before.
+  for (const auto& token : {old_token, new_token}) {
+    const auto r = api.Get(std::string(kTotals) + "?from=2026-12-01&to=2026-12-02", {{"Authorization", "bearer " + token}});
+    ASSERT_EQ(r.status(), 200u) << token << ": " << r.response.body();
+    EXPECT_EQ(r.json().at("merchant_id").as_string(), "00000000-0000-4000-8000-000000000001");
+    EXPECT_TRUE(r.json().at("days").as_array().empty()) << r.response.body();
+    const auto bad = api.Get(std::string(kTotals) + "?from=x", BearerHeader(token));
+    EXPECT_EQ(bad.status(), 400u) << bad.response.body();
+    const auto lost = api.Get("/nowhere", BearerHeader(token));
+    EXPECT_EQ(lost.status(), 404u) << lost.response.body();
+  }
+
+  // The admin port asks for nothing.
+  HttpTestClient admin(projection->admin_port());
+  EXPECT_EQ(admin.Get("/readyz").status(), 200u);
+  EXPECT_EQ(admin.Get("/healthz").status(), 200u);
+  EXPECT_EQ(admin.Get("/metrics").status(), 200u);
+}
+
+// With no token hash the daemon does not serve (exit 2 naming the key); `migrate` needs none. A token
+// pasted where its hash belongs is refused without being repeated.
+TEST_F(SettlementProjectionApiE2E, WithoutATokenHashTheDaemonRefusesToStart) {
+  const std::string pasted_token = "a-real-token-pasted-by-mistake";
+  for (const EnvChanges& env : {EnvChanges{{"HTTP_TOKEN_HASHES", std::nullopt}}, EnvChanges{{"HTTP_TOKEN_HASHES", " "}},
+                                EnvChanges{{"HTTP_TOKEN_HASHES", pasted_token}}}) {
+    auto process = f().StartProjectionProcess(env);
+    const auto result = process.Wait(30s);
+    const auto given = env.begin()->second.value_or("(unset)");
+    EXPECT_EQ(result.exit_code, 2) << given << "\n" << result.out << result.err;
+    EXPECT_THAT(result.err + result.out, ::testing::HasSubstr("http.token_hashes")) << given;
+    EXPECT_EQ((result.err + result.out).find(pasted_token), std::string::npos) << "the error repeats the value";
+  }
+  const auto migrated = RunProcess({SETTLEMENT_PROJECTION_BIN, "migrate"}, f().ProjectionEnv({{"HTTP_TOKEN_HASHES", std::nullopt}}));
+  EXPECT_EQ(migrated.exit_code, 0) << migrated.out << migrated.err;
+}
+
+// /readyz's database question is asked at most once per readiness.reuse_for, however many probes come.
+// The count is the database's own: the ledger the check reads becomes a view that counts its readers.
+TEST_F(SettlementProjectionApiE2E, ReadinessProbesAskTheDatabaseAtMostOncePerReusePeriod) {
+  f().projection_db().Execute(
+      "ALTER TABLE schema_migrations RENAME TO schema_migrations_counted;"
+      "CREATE SEQUENCE schema_migrations_reads;"
+      "CREATE VIEW schema_migrations AS WITH n AS MATERIALIZED (SELECT nextval('schema_migrations_reads'))"
+      "  SELECT m.* FROM schema_migrations_counted m, n");
+  const auto reads = [&] {
+    return std::stoi(f().projection_db().Scalar(
+        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM schema_migrations_reads"));
+  };
+  const auto probe = [&](ServiceProcess& p, int times) {
+    HttpTestClient admin(p.admin_port());
+    for (int i = 0; i < times; ++i) {
+      const auto r = admin.Get("/readyz");
+      ASSERT_EQ(r.status(), 200u) << r.response.body();
+      EXPECT_EQ(r.json().at("status").as_string(), "ready");
+    }
+  };
+
+  {
+    auto reused = f().StartProjection({{"READINESS_REUSE_FOR", "1m"}});
+    const int before = reads();
+    probe(*reused, 200);
+    EXPECT_EQ(reads() - before, 1) << "200 probes within one reuse period";
+  }
+  // The counter counts: with nothing reused, every probe is a query.
+  auto unreused = f().StartProjection({{"READINESS_REUSE_FOR", "0s"}});
+  const int before = reads();
+  probe(*unreused, 20);
+  EXPECT_EQ(reads() - before, 20);
 }
 
 }  // namespace

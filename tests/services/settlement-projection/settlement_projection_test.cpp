@@ -5,8 +5,13 @@
 
 #include <boost/json/parse.hpp>
 
+#include <algorithm>
+#include <cctype>
+
+#include "api_tokens.hpp"
 #include "captured_totals.hpp"
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/util/sha256.hpp"
 #include "charge_outbox/util/time.hpp"
 #include "projection_config.hpp"
 #include "totals_query.hpp"
@@ -197,6 +202,78 @@ TEST(SettlementProjectionConfig, BackoffKeysAndTheirOldSpellingsRefused) {
   } catch (const config::ConfigError& e) {
     EXPECT_EQ(e.key(), "inbox.max_retry_backoff");
     EXPECT_THAT(e.problem(), ::testing::HasSubstr("inbox.backoff.max"));
+  }
+}
+
+
+TEST(SettlementProjectionTokens, ATokenIsAcceptedByItsHashOnly) {
+  const ApiTokens tokens(ParseTokenHashes("k", util::Sha256Hex("tok-A") + "," + util::Sha256Hex("tok-B")));
+  EXPECT_EQ(tokens.Check("Bearer tok-A"), TokenCheck::kAccepted);
+  EXPECT_EQ(tokens.Check("bEaReR   tok-B  "), TokenCheck::kAccepted);
+  EXPECT_EQ(tokens.Check("Bearer tok-C"), TokenCheck::kUnknown);
+  EXPECT_EQ(tokens.Check("Bearer tok-A="), TokenCheck::kUnknown);
+  EXPECT_EQ(tokens.Check("Bearer " + util::Sha256Hex("tok-A")), TokenCheck::kUnknown) << "the hash is no token";
+  EXPECT_EQ(tokens.Check(std::nullopt), TokenCheck::kMissing);
+  EXPECT_EQ(tokens.Check(""), TokenCheck::kMissing);
+  EXPECT_EQ(tokens.Check("Basic dG9rLUE="), TokenCheck::kOtherScheme);
+  EXPECT_EQ(tokens.Check("Bearertok-A"), TokenCheck::kOtherScheme);
+  EXPECT_EQ(tokens.Check("Bearer"), TokenCheck::kMalformed);
+  EXPECT_EQ(tokens.Check("Bearer tok A"), TokenCheck::kMalformed);
+  EXPECT_EQ(tokens.Check("Bearer =tok"), TokenCheck::kMalformed);
+  EXPECT_EQ(tokens.Check("Bearer tok=A"), TokenCheck::kMalformed);
+  EXPECT_EQ(tokens.Check("Bearer t\xc3\xa9"), TokenCheck::kMalformed);
+  EXPECT_EQ(tokens.Check("Bearer " + std::string(513, 'a')), TokenCheck::kMalformed);
+  EXPECT_EQ(ApiTokens({}).Check("Bearer tok-A"), TokenCheck::kUnknown);
+}
+
+TEST(SettlementProjectionTokens, RefusalsAreProblemsWithABearerChallenge) {
+  for (const auto check : {TokenCheck::kMissing, TokenCheck::kOtherScheme, TokenCheck::kMalformed, TokenCheck::kUnknown}) {
+    const auto r = Unauthorized(check);
+    EXPECT_EQ(r.result_int(), 401u);
+    EXPECT_EQ(r[boost::beast::http::field::content_type], "application/problem+json");
+    const auto body = boost::json::parse(r.body()).as_object();
+    EXPECT_TRUE(body.at("type").as_string().starts_with("urn:charge-outbox:problem:token-")) << r.body();
+    EXPECT_TRUE(r[boost::beast::http::field::www_authenticate].starts_with("Bearer")) << r.body();
+  }
+  EXPECT_EQ(Unauthorized(TokenCheck::kMissing)[boost::beast::http::field::www_authenticate], "Bearer");
+  EXPECT_EQ(Unauthorized(TokenCheck::kUnknown)[boost::beast::http::field::www_authenticate],
+            R"(Bearer error="invalid_token", error_description="unknown or withdrawn token")");
+}
+
+TEST(SettlementProjectionConfig, TokenHashesAreHexDigestsAndTheDaemonNeedsOne) {
+  const auto a = util::Sha256Hex("a");
+  auto vars = Minimal();
+  auto upper = util::Sha256Hex("b");
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  vars["HTTP_TOKEN_HASHES"] = " " + a + " ,  " + upper + " ";
+  vars["READINESS_REUSE_FOR"] = "250ms";
+  auto reader = config::ConfigReader::FromString("", Env(vars));
+  const auto c = LoadConfig(reader);
+  ASSERT_EQ(c.api_token_hashes.size(), 2u);
+  EXPECT_EQ(c.api_token_hashes[0], util::Sha256("a"));
+  EXPECT_EQ(c.api_token_hashes[1], util::Sha256("b"));
+  EXPECT_EQ(c.readiness_reuse, std::chrono::milliseconds{250});
+  EXPECT_NO_THROW(RequireApiTokens(c));
+
+  auto none = config::ConfigReader::FromString("", Env(Minimal()));
+  const auto without = LoadConfig(none);  // `migrate` needs no token
+  EXPECT_EQ(without.readiness_reuse, std::chrono::seconds{1});
+  try {
+    RequireApiTokens(without);
+    ADD_FAILURE() << "a daemon without a token hash";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.key(), "http.token_hashes");
+  }
+
+  EXPECT_EQ(ConfigErrorKey({{"HTTP_TOKEN_HASHES", a + ",,"}}), "http.token_hashes");
+  EXPECT_EQ(ConfigErrorKey({{"HTTP_TOKEN_HASHES", a.substr(1)}}), "http.token_hashes");
+  EXPECT_EQ(ConfigErrorKey({{"HTTP_TOKEN_HASHES", a.substr(1) + "g"}}), "http.token_hashes");
+  EXPECT_EQ(ConfigErrorKey({{"READINESS_REUSE_FOR", "2m"}}), "readiness.reuse_for");
+  try {
+    ParseTokenHashes("http.token_hashes", "my-secret-token");
+    ADD_FAILURE() << "a token accepted as a hash";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).find("my-secret-token"), std::string::npos) << e.what();
   }
 }
 
