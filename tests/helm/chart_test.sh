@@ -66,7 +66,8 @@ policy() {
   want=$(printf '%s\n' "$@")
   [[ $got == "$want" ]] || fail "$what: the $name NetworkPolicy's $dir rules are"$'\n'"$got"$'\n'"not"$'\n'"$want"
 }
-required=(--set 'outboxRelay.kafka.bootstrapServers=kafka-0:9092\,kafka-1:9092' --set global.acquirer.url=https://acquirer.example)
+required=(--set 'outboxRelay.kafka.bootstrapServers=kafka-0:9092\,kafka-1:9092' --set outboxRelay.kafka.securityProtocol=SASL_SSL
+  --set global.acquirer.url=https://acquirer.example)
 
 "$helm" lint "$chart" "${required[@]}" >/dev/null || fail "helm lint with the required values"
 "$helm" lint "$chart" -f "$everything" >/dev/null || fail "helm lint with values-everything.yaml"
@@ -132,8 +133,8 @@ done
 has "$E" "$sp:$pod.securityContext.runAsNonRoot=true" "settlement-projection's pod security"
 has "$E" "$sp:$pod.automountServiceAccountToken=false" "settlement-projection's token"
 has "$D" "$api:$pod.serviceAccountName=rel-charge-outbox" "the release's ServiceAccount"
-# The migration hook runs before the release's ServiceAccount exists.
-hasnt "$D" "$mig:$pod.serviceAccountName=" "the migration hook"
+# The migration hook runs before the release's ServiceAccount exists: it has one of its own (below).
+has "$D" "$mig:$pod.serviceAccountName=rel-charge-outbox-hooks" "the migration hook, not the release's ServiceAccount"
 
 # What each runs: the binary on the image's PATH (no shell, no entrypoint) with its ConfigMap.
 has "$D" "$api:$pod.containers.[].args=[\"charge-api\", \"--config\", \"/etc/charge-outbox/config.yaml\"]" "charge-api"
@@ -427,7 +428,8 @@ refused() {  # refused NEEDLE WHAT ARGS...: rendering fails and says NEEDLE
   elif ! grep -qF -- "$needle" <<<"$out"; then fail "$what: the error does not say '$needle': $out"; fi
 }
 refused "outboxRelay.kafka.bootstrapServers is required" "no bootstrap servers" --set global.acquirer.url=https://a.example
-refused "global.acquirer.url is required" "no acquirer URL" --set outboxRelay.kafka.bootstrapServers=k:9092
+refused "global.acquirer.url is required" "no acquirer URL" --set outboxRelay.kafka.bootstrapServers=k:9092 \
+  --set outboxRelay.kafka.securityProtocol=SASL_SSL
 refused "additional properties 'bogus' not allowed" "an unknown key" "${required[@]}" --set reconciler.cronjob.bogus=1
 refused "additional properties 'schedule' not allowed" "a knob under the wrong key" "${required[@]}" --set 'reconciler.job.schedule=* * * * *'
 refused "got string, want integer" "a wrong type" "${required[@]}" --set-string reconciler.cronjob.startingDeadlineSeconds=30
@@ -455,7 +457,8 @@ for name in ACQUIRER_URL ACQUIRER_ALLOW_PLAIN_HTTP ACQUIRER_TLS_VERIFY; do
   refused "reconciler.extraEnv.$name is refused" "$name without the schema" "${required[@]}" --skip-schema-validation \
     --set-string "reconciler.extraEnv.$name=false"
 done
-plain=(--set outboxRelay.kafka.bootstrapServers=k:9092 --set global.acquirer.url=http://10.0.0.5:8081)
+plain=(--set outboxRelay.kafka.bootstrapServers=k:9092 --set outboxRelay.kafka.securityProtocol=SASL_SSL
+  --set global.acquirer.url=http://10.0.0.5:8081)
 refused "is plain http:// to another host" "a plain http acquirer" "${plain[@]}"
 refused "insecurePlainHttp is set but global.acquirer.url is not http://" "insecurePlainHttp with https" "${required[@]}" \
   --set global.acquirer.insecurePlainHttp=true
@@ -506,6 +509,86 @@ refused "at '/reconciler/window/last'" "a rolling window that is not a duration"
   --set reconciler.window.enabled=true --set reconciler.window.last=1d
 refused "needs reconciler.pushgateway.url" "reconciler alerts with nothing pushed" "${required[@]}" --set monitoring.prometheusRule.enabled=true
 refused "reconcilerScheduleSeconds" "an interval the chart cannot derive" -f "$everything" --set 'reconciler.cronjob.schedule=5 4 * * *'
+
+# Kafka: a client that does not authenticate is refused (anyone could write charge events the consumers
+# apply), unless a test cluster says so.
+kafka_open=(--set outboxRelay.kafka.bootstrapServers=k:9092 --set global.acquirer.url=https://a.example)
+refused "outboxRelay.kafka.securityProtocol \"\" does not authenticate the client" "an unauthenticated relay" "${kafka_open[@]}"
+refused "outboxRelay.kafka.securityProtocol \"PLAINTEXT\" does not authenticate" "a PLAINTEXT relay" "${kafka_open[@]}" \
+  --set outboxRelay.kafka.securityProtocol=PLAINTEXT
+refused "settlementProjection.kafka.securityProtocol \"PLAINTEXT\" does not authenticate" "an unauthenticated projection" \
+  "${required[@]}" --set settlementProjection.enabled=true --set settlementProjection.kafka.securityProtocol=PLAINTEXT
+out=$(render "${kafka_open[@]}" --set outboxRelay.kafka.allowUnauthenticated=true) || fail "allowUnauthenticated refused: $out"
+for protocol in SASL_SSL SASL_PLAINTEXT SSL; do
+  out=$(render "${kafka_open[@]}" --set outboxRelay.kafka.securityProtocol=$protocol) || fail "$protocol refused: $out"
+done
+
+# TLS in the cluster: global.caBundle mounted in every pod, and used where values say (values-everything.yaml:
+# PostgreSQL verify-full, the relay's brokers, the acquirer); client certificates through extraVolumes.
+count() { grep -c -- "$2" <<<"$1" || true; }
+[[ $(count "$E" 'env.\[\].name=DATABASE_URL$') == "$(count "$E" 'env.\[\].name=PGSSLMODE$')" ]] ||
+  fail "a container that reaches the database has no PGSSLMODE"
+[[ $(count "$E" 'env.\[\].name=PGSSLMODE$') -ge 8 ]] || fail "PGSSLMODE in fewer than the 8 database clients"
+[[ $(count "$E" 'env.\[\].value="verify-full"$') == "$(count "$E" 'env.\[\].name=PGSSLROOTCERT$')" ]] ||
+  fail "PGSSLMODE verify-full without PGSSLROOTCERT"
+has "$E" "$api:$pod.containers.[].env.[].value=\"/etc/charge-outbox-ca/ca.crt\"" "charge-api's PGSSLROOTCERT"
+[[ $(count "$E" 'securityContext.fsGroup=') == "$(count "$E" 'volumes.\[\].name=ca-bundle$')" ]] ||
+  fail "a pod without the CA bundle's volume"
+has "$E" "$api:$pod.volumes.[].secret.secretName=charge-outbox-ca" "the CA bundle's Secret"
+has "$E" "$api:$pod.containers.[].volumeMounts.[].mountPath=/etc/charge-outbox-ca" "the CA bundle's mount"
+has "$E" 'ConfigMap/rel-charge-outbox-outbox-relay:data.config.yaml.kafka.ssl_ca_location="/etc/charge-outbox-ca/ca.crt"' \
+  "the relay's brokers checked against the CA bundle"
+for file in charge-api:config.yaml reconciler:config.yaml reconciler:charge-admin.yaml; do
+  has "$E" "ConfigMap/rel-charge-outbox-${file%%:*}:data.${file#*:}.acquirer.tls.ca_file=\"/etc/charge-outbox-ca/ca.crt\"" \
+    "the acquirer checked against the CA bundle: $file"
+done
+has "$E" "CronJob/rel-charge-outbox-audit-prune:$cpod.containers.[].env.[].name=ACQUIRER_TLS_CA_FILE" "the prune's acquirer CA"
+has "$E" "$api:$pod.volumes.[].secret.secretName=charge-outbox-db-charge-api-cert" "charge-api's extra volume"
+has "$E" "$api:$pod.containers.[].volumeMounts.[].mountPath=/etc/charge-outbox-client" "charge-api's extra mount"
+hasnt "$D" "PGSSL" "the defaults: libpq's own TLS settings"
+hasnt "$D" "ca-bundle" "the defaults: no CA bundle"
+refused "global.database.sslMode verify-full checks the server's certificate against a CA" "verify-full without a CA" \
+  "${required[@]}" --set global.database.sslMode=verify-full
+refused "value must be one of" "an sslmode libpq does not know" "${required[@]}" --set global.database.sslMode=verify
+refused "is not a libpq sslmode" "an sslmode libpq does not know, without the schema" "${required[@]}" \
+  --skip-schema-validation --set global.database.sslMode=verify
+refused "outboxRelay.kafka.trustCaBundle needs global.caBundle.secretName" "Kafka's CA without a bundle" "${required[@]}" \
+  --set outboxRelay.kafka.trustCaBundle=true
+refused "uses no TLS" "Kafka's CA over SASL_PLAINTEXT" "${required[@]}" --set global.caBundle.secretName=ca \
+  --set outboxRelay.kafka.securityProtocol=SASL_PLAINTEXT --set outboxRelay.kafka.trustCaBundle=true
+refused "global.acquirer.trustCaBundle needs global.caBundle.secretName" "the acquirer's CA without a bundle" \
+  "${required[@]}" --set global.acquirer.trustCaBundle=true
+refused "at '/outboxRelay/extraVolumes/0': 'not' failed" "a hostPath extra volume" "${required[@]}" --set-json 'outboxRelay.extraVolumes=[{"name":"h","hostPath":{"path":"/"}}]'
+refused "outboxRelay.extraVolumes h is refused: a hostPath" "a hostPath extra volume, without the schema" "${required[@]}" \
+  --skip-schema-validation --set-json 'outboxRelay.extraVolumes=[{"name":"h","hostPath":{"path":"/"}}]'
+out=$(render "${required[@]}" --set-json 'outboxRelay.extraVolumes=[{"name":"c","secret":{"secretName":"c"}}]' \
+  --set-json 'outboxRelay.extraVolumeMounts=[{"name":"c","mountPath":"/c","readOnly":false}]') || fail "an extra volume: $out"
+has "$(flat <<<"$out")" "$relay:$pod.containers.[].volumeMounts.[].readOnly=true" "an extra mount asked writable"
+hasnt "$(flat <<<"$out")" "readOnly=false" "an extra mount asked writable"
+
+# Pod Security "restricted" whatever the values say, with the schema and without it.
+for bad in privileged=true allowPrivilegeEscalation=true 'capabilities.add={SYS_ADMIN}'; do
+  refused "containerSecurityContext" "containerSecurityContext.$bad" "${required[@]}" --set "global.containerSecurityContext.$bad"
+  refused "Pod Security \"restricted\"" "containerSecurityContext.$bad, without the schema" "${required[@]}" \
+    --skip-schema-validation --set "global.containerSecurityContext.$bad"
+done
+for bad in global.containerSecurityContext.runAsUser=0 global.podSecurityContext.runAsUser=0 \
+  global.containerSecurityContext.runAsNonRoot=false global.podSecurityContext.seccompProfile.type=Unconfined \
+  'global.containerSecurityContext.capabilities.drop={NET_RAW}'; do
+  refused "Pod Security \"restricted\"" "$bad" "${required[@]}" --skip-schema-validation --set "$bad"
+done
+out=$(render "${required[@]}" --set 'global.containerSecurityContext.capabilities.add={NET_BIND_SERVICE}') ||
+  fail "NET_BIND_SERVICE, which restricted allows, refused: $out"
+
+# The migration hook runs as a ServiceAccount of its own, made just before it, never the namespace's default.
+has "$D" "Job/rel-charge-outbox-migrate:$pod.serviceAccountName=rel-charge-outbox-hooks" "the migration hook's ServiceAccount"
+has "$D" 'ServiceAccount/rel-charge-outbox-hooks:metadata.annotations.helm.sh/hook=pre-install,pre-upgrade' \
+  "the hooks' ServiceAccount is a hook"
+has "$D" 'ServiceAccount/rel-charge-outbox-hooks:metadata.annotations.helm.sh/hook-weight="-10"' \
+  "the hooks' ServiceAccount comes before the migration"
+has "$D" 'ServiceAccount/rel-charge-outbox-hooks:automountServiceAccountToken=false' "the hooks' ServiceAccount's token"
+out=$(render "${required[@]}" --set serviceAccount.create=false --set serviceAccount.name=payments) || fail "an existing ServiceAccount: $out"
+has "$(flat <<<"$out")" "Job/rel-charge-outbox-migrate:$pod.serviceAccountName=payments" "the hook with an existing ServiceAccount"
 
 # The audit trail's retention: charge-admin from the image, once a day, never under a year.
 prune=$(render "${required[@]}" --show-only templates/audit-prune-cronjob.yaml) || fail "rendering the audit prune CronJob: $prune"

@@ -102,7 +102,7 @@ create_secrets() {
   kubectl -n "$namespace" create secret generic charge-outbox-acquirer --from-literal=api-key=test-key >/dev/null
 }
 required_values=(--set global.acquirer.url=https://acquirer.example
-  --set 'outboxRelay.kafka.bootstrapServers=kafka-0:9092\,kafka-1:9092')
+  --set 'outboxRelay.kafka.bootstrapServers=kafka-0:9092\,kafka-1:9092' --set outboxRelay.kafka.securityProtocol=SASL_SSL)
 
 # expect_installed NAMESPACE RELEASE: the hook Job completed and every Deployment has its replicas ready.
 expect_installed() {
@@ -183,6 +183,10 @@ kubectl -n everything create secret generic settlement-database \
 kubectl -n everything create secret generic settlement-database-owner \
   --from-literal=owner-url=postgresql://settlement_owner:secret@postgres.example:5432/settlement >/dev/null
 kubectl -n everything create secret generic settlement-kafka --from-literal=sasl-password=test-password >/dev/null
+# The private CA every pod mounts (values-everything.yaml's global.caBundle), and charge-api's client certificate.
+kubectl -n everything create secret generic charge-outbox-ca --from-literal=ca.crt=test-ca >/dev/null
+kubectl -n everything create secret generic charge-outbox-db-charge-api-cert --from-literal=tls.crt=test \
+  --from-literal=tls.key=test >/dev/null
 create_secrets misplaced
 # A namespace without the acquirer's Secret, whose database Secret holds the URL under another key.
 kubectl create namespace nosecrets >/dev/null

@@ -77,7 +77,8 @@ acquirer_url=http://$node_ip:$acquirer_port
 # The daemons' Deployments stay at zero replicas and the reconciler's schedule suspended: this test is the
 # hook and the operator's command; the daemons' own pods have theirs.
 "$helm" install "$release" "$chart" -n "$namespace" --set global.acquirer.url="$acquirer_url" \
-  --set global.acquirer.insecurePlainHttp=true --set outboxRelay.kafka.bootstrapServers="$node_ip:9" --set chargeApi.replicas=0 --set outboxRelay.replicas=0 \
+  --set global.acquirer.insecurePlainHttp=true --set outboxRelay.kafka.bootstrapServers="$node_ip:9" \
+  --set outboxRelay.kafka.allowUnauthenticated=true --set chargeApi.replicas=0 --set outboxRelay.replicas=0 \
   --set reconciler.cronjob.suspend=true --timeout 300s >"$state/install.out" 2>&1 ||
   fail "helm install: $(cat "$state/install.out"; kubectl -n "$namespace" get pods -o wide 2>&1)"
 

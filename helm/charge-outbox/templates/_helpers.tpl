@@ -64,9 +64,83 @@ migrate, chargeApi, outboxRelay, reconciler or operator. */}}
 {{- include "charge-outbox.secretRefOr" (list (index $root.Values $component).databaseSecret (printf "%s.databaseSecret" $component) $root.Values.global.databaseSecret "global.databaseSecret") -}}
 {{- end -}}
 
-{{/* DATABASE_URL, from the component's database Secret only: (list $ "<values key>"). */}}
+{{/* DATABASE_URL, from the component's database Secret only, and the database's TLS (databaseTlsEnv):
+(list $ "<values key>"). */}}
 {{- define "charge-outbox.databaseEnv" -}}
-{{- include "charge-outbox.secretEnv" (list "DATABASE_URL" (include "charge-outbox.databaseSecret" . | fromJson)) -}}
+{{- include "charge-outbox.secretEnv" (list "DATABASE_URL" (include "charge-outbox.databaseSecret" . | fromJson)) }}
+{{- with include "charge-outbox.databaseTlsEnv" (index . 0) | trim }}
+{{ . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The private CA of global.caBundle, mounted in every pod that names it: its directory, and the file.
+*/}}
+{{- define "charge-outbox.caBundleDir" -}}/etc/charge-outbox-ca{{- end -}}
+{{- define "charge-outbox.caBundleFile" -}}
+{{- printf "%s/%s" (include "charge-outbox.caBundleDir" .) (required "global.caBundle.key is required with global.caBundle.secretName" .Values.global.caBundle.key) -}}
+{{- end -}}
+
+{{/*
+libpq's TLS for every database connection, through its own environment (PGSSLMODE, PGSSLROOTCERT), which a
+URL's own sslmode or sslrootcert overrides: the Secrets' URLs need no change. verify-ca and verify-full
+check the server against global.caBundle, which they therefore require (libpq 15 has no system store).
+Takes $.
+*/}}
+{{- define "charge-outbox.databaseTlsEnv" -}}
+{{- $mode := .Values.global.database.sslMode -}}
+{{- if $mode }}
+{{- if not (has $mode (list "disable" "allow" "prefer" "require" "verify-ca" "verify-full")) }}
+{{- fail (printf "global.database.sslMode %s is not a libpq sslmode: disable, allow, prefer, require, verify-ca or verify-full" $mode) }}
+{{- end }}
+{{- if and (hasPrefix "verify-" $mode) (not .Values.global.caBundle.secretName) }}
+{{- fail (printf "global.database.sslMode %s checks the server's certificate against a CA: set global.caBundle.secretName to a Secret holding it" $mode) }}
+{{- end }}
+- name: PGSSLMODE
+  value: {{ $mode | quote }}
+{{- end }}
+{{- if .Values.global.caBundle.secretName }}
+- name: PGSSLROOTCERT
+  value: {{ include "charge-outbox.caBundleFile" . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The volumes every pod adds to its config: global.caBundle's, and the component's extraVolumes (client
+certificates, say). A hostPath is refused: it reaches the node's files, which Pod Security "restricted"
+forbids. (list $ .Values.<component> "<values key>")
+*/}}
+{{- define "charge-outbox.extraVolumes" -}}
+{{- $root := index . 0 -}}
+{{- $own := index . 1 -}}
+{{- with $root.Values.global.caBundle.secretName }}
+- name: ca-bundle
+  secret:
+    secretName: {{ . }}
+    items:
+      - key: {{ $root.Values.global.caBundle.key }}
+        path: {{ $root.Values.global.caBundle.key }}
+{{- end }}
+{{- range $own.extraVolumes }}
+{{- if or .hostPath (eq .name "ca-bundle") (eq .name "config") }}
+{{- fail (printf "%s.extraVolumes %s is refused: a hostPath reaches the node's files (Pod Security \"restricted\" forbids it), and config and ca-bundle are the chart's own volumes" (index $ 2) .name) }}
+{{- end }}
+- {{ toYaml . | nindent 2 | trim }}
+{{- end }}
+{{- end -}}
+
+{{/* Their mounts, read-only: (list $ .Values.<component>). */}}
+{{- define "charge-outbox.extraVolumeMounts" -}}
+{{- $root := index . 0 -}}
+{{- $own := index . 1 -}}
+{{- if $root.Values.global.caBundle.secretName }}
+- name: ca-bundle
+  mountPath: {{ include "charge-outbox.caBundleDir" $root }}
+  readOnly: true
+{{- end }}
+{{- range $own.extraVolumeMounts }}
+- {{ toYaml (merge (dict "readOnly" true) .) | nindent 2 | trim }}
+{{- end }}
 {{- end -}}
 
 {{/* "<name>/<key>" of the operator's database Secret, in the annotation charge-outbox/operator-database-secret
@@ -120,6 +194,9 @@ reconciler CronJob's and the relay Deployment's annotation). */ -}}
 {{- if or $v.chargeApi.enabled $v.reconciler.enabled $v.auditPrune.enabled -}}
 {{- $needed = append $needed (dict "ref" $v.global.acquirer.apiKeySecret "values" "global.acquirer.apiKeySecret" "what" "the acquirer's API key, ACQUIRER_API_KEY" "literal" "\"$ACQUIRER_API_KEY\"") -}}
 {{- end -}}
+{{- with $v.global.caBundle.secretName -}}
+{{- $needed = append $needed (dict "ref" (dict "name" . "key" $v.global.caBundle.key) "values" "global.caBundle" "what" "the private CA's PEM certificates, mounted in every pod" "literal" "\"$(cat ca.crt)\"") -}}
+{{- end -}}
 {{- if and $v.outboxRelay.enabled $v.outboxRelay.kafka.saslPasswordSecret.name -}}
 {{- $needed = append $needed (dict "ref" $v.outboxRelay.kafka.saslPasswordSecret "values" "outboxRelay.kafka.saslPasswordSecret" "what" "the relay's Kafka SASL password, KAFKA_SASL_PASSWORD" "literal" "\"$KAFKA_SASL_PASSWORD\"") -}}
 {{- end -}}
@@ -170,6 +247,11 @@ named once, as global.databaseSecret). */ -}}
 {{- end -}}
 {{- end -}}
 
+{{/* The ServiceAccount of the migration hook, which runs before the release's own exists. */}}
+{{- define "charge-outbox.hookServiceAccountName" -}}
+{{- printf "%s-hooks" (include "charge-outbox.serviceAccountName" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* An env entry read from a Secret. Call with (list ENV_NAME SECRET_REF), SECRET_REF a {name, key}. */}}
 {{- define "charge-outbox.secretEnv" -}}
 - name: {{ index . 0 }}
@@ -200,14 +282,43 @@ global.acquirer, never silently from one component's extraEnv. Call with (list "
 {{- end -}}
 
 {{/*
+Pod Security "restricted", held whatever the values say: the security contexts are values (a platform may
+add SELinux or AppArmor options), but none may make a container privileged, root, able to escalate or to
+add a capability beyond NET_BIND_SERVICE, or unconfined by seccomp. The schema refuses these too; this
+holds with --skip-schema-validation. Renders nothing. Takes $.
+*/}}
+{{- define "charge-outbox.checkRestricted" -}}
+{{- $pod := .Values.global.podSecurityContext | default dict -}}
+{{- $ctr := .Values.global.containerSecurityContext | default dict -}}
+{{- $why := "" -}}
+{{- if $ctr.privileged }}{{ $why = "containerSecurityContext.privileged is true" }}{{ end -}}
+{{- if not (eq (toString $ctr.allowPrivilegeEscalation) "false") }}{{ $why = "containerSecurityContext.allowPrivilegeEscalation must be false" }}{{ end -}}
+{{- if not (or (eq (toString $ctr.runAsNonRoot) "true") (eq (toString $pod.runAsNonRoot) "true")) }}{{ $why = "runAsNonRoot must be true (podSecurityContext or containerSecurityContext)" }}{{ end -}}
+{{- if or (eq (toString $ctr.runAsNonRoot) "false") (eq (toString $pod.runAsNonRoot) "false") }}{{ $why = "runAsNonRoot is false" }}{{ end -}}
+{{- if or (eq (toString $ctr.runAsUser) "0") (eq (toString $pod.runAsUser) "0") }}{{ $why = "runAsUser is 0 (root)" }}{{ end -}}
+{{- $caps := $ctr.capabilities | default dict -}}
+{{- range $caps.add }}{{ if ne . "NET_BIND_SERVICE" }}{{ $why = printf "containerSecurityContext.capabilities.add has %s" . }}{{ end }}{{ end -}}
+{{- if not (has "ALL" ($caps.drop | default list)) }}{{ $why = "containerSecurityContext.capabilities.drop must hold ALL" }}{{ end -}}
+{{- $seccomp := list (toString ($pod.seccompProfile | default dict).type) (toString ($ctr.seccompProfile | default dict).type) -}}
+{{- if has "Unconfined" $seccomp }}{{ $why = "seccompProfile is Unconfined" }}{{ end -}}
+{{- if not (or (has "RuntimeDefault" $seccomp) (has "Localhost" $seccomp)) }}{{ $why = "seccompProfile.type must be RuntimeDefault or Localhost" }}{{ end -}}
+{{- if $why -}}
+{{- fail (printf "global.%s: every pod of this chart meets Pod Security \"restricted\" (docs/operations.md, \"Security\")" $why) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 Pod-level fields every workload shares. Call with (list $ .Values.<component>).
 */}}
 {{- define "charge-outbox.podSpec" -}}
 {{- $root := index . 0 -}}
 {{- $own := index . 1 -}}
-{{- /* A hook runs before the release's ServiceAccount exists: it gets the namespace's default one unless
-the ServiceAccount is an existing one. */}}
-{{- if or (not $own.hook) (not $root.Values.serviceAccount.create) }}
+{{- include "charge-outbox.checkRestricted" $root | trim -}}
+{{- /* A hook runs before the release's ServiceAccount exists: the chart's own ServiceAccount for hooks
+(serviceaccount.yaml), made just before it, never the namespace's default one. */}}
+{{- if and $own.hook $root.Values.serviceAccount.create }}
+serviceAccountName: {{ include "charge-outbox.hookServiceAccountName" $root }}
+{{- else }}
 serviceAccountName: {{ include "charge-outbox.serviceAccountName" $root }}
 {{- end }}
 automountServiceAccountToken: {{ $root.Values.serviceAccount.automountServiceAccountToken }}
@@ -290,6 +401,60 @@ acquirer:
   {{- if .Values.global.acquirer.insecurePlainHttp }}
   allow_plain_http: true
   {{- end }}
+  {{- with include "charge-outbox.acquirerCaFile" . }}
+  tls:
+    ca_file: {{ . | quote }}
+  {{- end }}
+{{- end -}}
+
+{{/* The CA the acquirer's certificate is checked against when global.acquirer.trustCaBundle (empty: the
+image's public CAs). Takes $. */}}
+{{- define "charge-outbox.acquirerCaFile" -}}
+{{- if .Values.global.acquirer.trustCaBundle -}}
+{{- if not .Values.global.caBundle.secretName -}}
+{{- fail "global.acquirer.trustCaBundle needs global.caBundle.secretName: the Secret holding the CA the acquirer's certificate is checked against" -}}
+{{- end -}}
+{{- if hasPrefix "http://" (lower .Values.global.acquirer.url) -}}
+{{- fail "global.acquirer.trustCaBundle is set but global.acquirer.url is http://: there is no certificate to check" -}}
+{{- end -}}
+{{- include "charge-outbox.caBundleFile" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A Kafka client's security settings in its config file, the same for the relay and settlement-projection:
+security.protocol, SASL's mechanism and user, and the CA of global.caBundle when trustCaBundle. A client
+that does not authenticate (no SASL, no TLS client certificate) is refused unless allowUnauthenticated: on
+such a cluster anyone can write charge events the consumers would apply. SSL counts as authenticated: with
+the broker's ssl.client.auth=required the client certificate (extraVolumes, KAFKA_SSL_CERTIFICATE_LOCATION
+and KAFKA_SSL_KEY_LOCATION in extraEnv) is the identity. (list $ <kafka values> "<values key>")
+*/}}
+{{- define "charge-outbox.kafkaSecurityConfig" -}}
+{{- $root := index . 0 -}}
+{{- $kafka := index . 1 -}}
+{{- $where := index . 2 -}}
+{{- $protocol := upper ($kafka.securityProtocol | default "") -}}
+{{- if not (or (has $protocol (list "SASL_SSL" "SASL_PLAINTEXT" "SSL")) $kafka.allowUnauthenticated) -}}
+{{- fail (printf "%s.securityProtocol %q does not authenticate the client to Kafka, so anyone who reaches the brokers could write charge events: use SASL_SSL (or SSL with client certificates), or set %s.allowUnauthenticated: true for a test cluster only" $where ($kafka.securityProtocol | default "") $where) -}}
+{{- end -}}
+{{- with $kafka.securityProtocol }}
+security_protocol: {{ . | quote }}
+{{- end }}
+{{- with $kafka.saslMechanism }}
+sasl_mechanism: {{ . | quote }}
+{{- end }}
+{{- with $kafka.saslUsername }}
+sasl_username: {{ . | quote }}
+{{- end }}
+{{- if $kafka.trustCaBundle }}
+{{- if not (contains "SSL" $protocol) }}
+{{- fail (printf "%s.trustCaBundle is set but %s.securityProtocol %q uses no TLS" $where $where ($kafka.securityProtocol | default "")) }}
+{{- end }}
+{{- if not $root.Values.global.caBundle.secretName }}
+{{- fail (printf "%s.trustCaBundle needs global.caBundle.secretName: the Secret holding the CA the brokers' certificates are checked against" $where) }}
+{{- end }}
+ssl_ca_location: {{ include "charge-outbox.caBundleFile" $root | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* charge-api's config file (services/charge-api/README.md); secrets are never in it. */}}
@@ -322,15 +487,7 @@ kafka:
   topic: {{ $relay.kafka.topic | quote }}
   topic_partitions: {{ $relay.kafka.topicPartitions }}
   topic_replication_factor: {{ $relay.kafka.topicReplicationFactor }}
-  {{- with $relay.kafka.securityProtocol }}
-  security_protocol: {{ . | quote }}
-  {{- end }}
-  {{- with $relay.kafka.saslMechanism }}
-  sasl_mechanism: {{ . | quote }}
-  {{- end }}
-  {{- with $relay.kafka.saslUsername }}
-  sasl_username: {{ . | quote }}
-  {{- end }}
+  {{- include "charge-outbox.kafkaSecurityConfig" (list . $relay.kafka "outboxRelay.kafka") | trim | nindent 2 }}
 relay:
   workers: {{ $relay.workers }}
   batch_size: {{ $relay.batchSize }}
@@ -386,15 +543,10 @@ kafka:
   bootstrap_servers: {{ required "settlementProjection.kafka.bootstrapServers (or outboxRelay.kafka.bootstrapServers) is required (host:port,...)" ($sp.kafka.bootstrapServers | default $relay.kafka.bootstrapServers) | quote }}
   topic: {{ $sp.kafka.topic | default $relay.kafka.topic | quote }}
   group_id: {{ $sp.kafka.groupId | quote }}
-  {{- with $sp.kafka.securityProtocol }}
-  security_protocol: {{ . | quote }}
-  {{- end }}
-  {{- with $sp.kafka.saslMechanism }}
-  sasl_mechanism: {{ . | quote }}
-  {{- end }}
-  {{- with $sp.kafka.saslUsername }}
-  sasl_username: {{ . | quote }}
-  {{- end }}
+  {{- /* Same cluster as the relay's unless told: its security protocol, mechanism and CA too; its SASL user
+  and password are its own. */}}
+  {{- $kafka := dict "securityProtocol" ($sp.kafka.securityProtocol | default $relay.kafka.securityProtocol) "saslMechanism" ($sp.kafka.saslMechanism | default $relay.kafka.saslMechanism) "saslUsername" $sp.kafka.saslUsername "trustCaBundle" (or $sp.kafka.trustCaBundle $relay.kafka.trustCaBundle) "allowUnauthenticated" (or $sp.kafka.allowUnauthenticated $relay.kafka.allowUnauthenticated) }}
+  {{- include "charge-outbox.kafkaSecurityConfig" (list . $kafka "settlementProjection.kafka") | trim | nindent 2 }}
 inbox:
   gaps:
     policy: {{ $sp.inbox.gapsPolicy }}
@@ -487,6 +639,8 @@ spec:
                 {{- with include "charge-outbox.extraEnv" (list "reconciler" $rec.extraEnv) | trim }}{{ . | nindent 16 }}{{ end }}
               volumeMounts:
                 {{- include "charge-outbox.configMount" $root | nindent 16 }}
+                {{- include "charge-outbox.extraVolumeMounts" (list $root $rec) | trim | nindent 16 }}
           volumes:
             {{- include "charge-outbox.configVolume" (list $root "reconciler") | nindent 12 }}
+            {{- include "charge-outbox.extraVolumes" (list $root $rec "reconciler") | trim | nindent 12 }}
 {{- end -}}
