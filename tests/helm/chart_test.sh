@@ -68,6 +68,8 @@ policy() {
 }
 required=(--set 'outboxRelay.kafka.bootstrapServers=kafka-0:9092\,kafka-1:9092' --set outboxRelay.kafka.securityProtocol=SASL_SSL
   --set global.acquirer.url=https://acquirer.example)
+# settlement-projection on, with the one value it requires (a token's hash: sha256 of "token-a").
+sp_on=(--set settlementProjection.enabled=true --set 'settlementProjection.apiTokenHashes={a70bf50e531ce1a817561f2f5d5b6645d4e806becf58ccc5e8cf6b8045a090a8}')
 
 "$helm" lint "$chart" "${required[@]}" >/dev/null || fail "helm lint with the required values"
 "$helm" lint "$chart" -f "$everything" >/dev/null || fail "helm lint with values-everything.yaml"
@@ -232,7 +234,7 @@ policy "$E" settlement-projection egress "values-everything" \
   "$dns" "5433/TCP -> namespaceSelector.matchLabels.kubernetes.io/metadata.name=finance-db" "$kafka"
 # Every peer list empty (the defaults): no rule admits anyone, since a rule with no peers would admit
 # everyone; only DNS goes out.
-out=$(render "${required[@]}" --set networkPolicy.enabled=true --set settlementProjection.enabled=true) ||
+out=$(render "${required[@]}" --set networkPolicy.enabled=true "${sp_on[@]}") ||
   fail "rendering the NetworkPolicies with empty peer lists: $out"
 closed=$(flat <<<"$out")
 for p in charge-api outbox-relay migrate reconciler audit-prune settlement-projection; do
@@ -271,7 +273,7 @@ resources_are "$D" "$relay:$pod.containers.[]" 100m 64Mi 256Mi "outbox-relay"
 resources_are "$D" "$rec:$cpod.containers.[]" 100m 32Mi 128Mi "the reconciler"
 resources_are "$D" "$mig:$pod.containers.[]" 50m 32Mi 128Mi "the migration hook"
 resources_are "$D" "$prune:$cpod.containers.[]" 50m 32Mi 128Mi "audit-prune"
-out=$(render "${required[@]}" --set settlementProjection.enabled=true --set reconciler.window.enabled=true) ||
+out=$(render "${required[@]}" "${sp_on[@]}" --set reconciler.window.enabled=true) ||
   fail "rendering settlement-projection and the window report with their defaults: $out"
 optional_defaults=$(flat <<<"$out")
 resources_are "$optional_defaults" "$sp:$pod.containers.[]" 200m 256Mi 512Mi "settlement-projection"
@@ -438,7 +440,7 @@ refused "value must be one of" "a not-found policy that does not exist" "${requi
 refused "value must be one of" "a gap policy that does not exist" "${required[@]}" --set settlementProjection.inbox.gapsPolicy=skip
 refused "settlementProjection.kafka.bootstrapServers (or outboxRelay.kafka.bootstrapServers) is required" \
   "settlement-projection with no Kafka" --set global.acquirer.url=https://a.example --set outboxRelay.enabled=false \
-  --set settlementProjection.enabled=true
+  "${sp_on[@]}"
 for component in chargeApi outboxRelay reconciler settlementProjection; do
   refused "invalid propertyName 'DATABASE_URL'" "a secret in $component.extraEnv" "${required[@]}" --set "$component.extraEnv.DATABASE_URL=postgres://x"
   refused "invalid propertyName 'FAILPOINTS'" "FAILPOINTS in $component.extraEnv" "${required[@]}" --set "$component.extraEnv.FAILPOINTS=x"
@@ -517,7 +519,7 @@ refused "outboxRelay.kafka.securityProtocol \"\" does not authenticate the clien
 refused "outboxRelay.kafka.securityProtocol \"PLAINTEXT\" does not authenticate" "a PLAINTEXT relay" "${kafka_open[@]}" \
   --set outboxRelay.kafka.securityProtocol=PLAINTEXT
 refused "settlementProjection.kafka.securityProtocol \"PLAINTEXT\" does not authenticate" "an unauthenticated projection" \
-  "${required[@]}" --set settlementProjection.enabled=true --set settlementProjection.kafka.securityProtocol=PLAINTEXT
+  "${required[@]}" "${sp_on[@]}" --set settlementProjection.kafka.securityProtocol=PLAINTEXT
 out=$(render "${kafka_open[@]}" --set outboxRelay.kafka.allowUnauthenticated=true) || fail "allowUnauthenticated refused: $out"
 for protocol in SASL_SSL SASL_PLAINTEXT SSL; do
   out=$(render "${kafka_open[@]}" --set outboxRelay.kafka.securityProtocol=$protocol) || fail "$protocol refused: $out"
@@ -579,6 +581,17 @@ for bad in global.containerSecurityContext.runAsUser=0 global.podSecurityContext
 done
 out=$(render "${required[@]}" --set 'global.containerSecurityContext.capabilities.add={NET_BIND_SERVICE}') ||
   fail "NET_BIND_SERVICE, which restricted allows, refused: $out"
+
+# settlement-projection's API wants a bearer token: the hashes of the accepted ones in its ConfigMap (two
+# during a rotation), required, and never anything but a hash.
+has "$E" 'ConfigMap/rel-charge-outbox-settlement-projection:data.config.yaml.http.token_hashes="a70bf50e531ce1a817561f2f5d5b6645d4e806becf58ccc5e8cf6b8045a090a8,49e2bb7eab54cf09b409ffafd3fa8a8a955a60eb972faacaefbed3dbd3207132"' \
+  "settlement-projection's token hashes"
+refused "settlementProjection.apiTokenHashes is required" "settlement-projection without a token" "${required[@]}" \
+  --set settlementProjection.enabled=true
+refused "apiTokenHashes/0" "a token instead of its hash" "${required[@]}" --set settlementProjection.enabled=true \
+  --set 'settlementProjection.apiTokenHashes={token-a}'
+refused "is not a SHA-256 hex digest" "a token instead of its hash, without the schema" "${required[@]}" \
+  --skip-schema-validation --set settlementProjection.enabled=true --set 'settlementProjection.apiTokenHashes={token-a}'
 
 # The migration hook runs as a ServiceAccount of its own, made just before it, never the namespace's default.
 has "$D" "Job/rel-charge-outbox-migrate:$pod.serviceAccountName=rel-charge-outbox-hooks" "the migration hook's ServiceAccount"

@@ -528,6 +528,21 @@ log:
   level: {{ .Values.global.logLevel }}
 {{- end -}}
 
+{{/* The hashes of the tokens settlement-projection's API accepts, comma-separated: at least one, each a
+SHA-256 hex digest (the daemon refuses to start without). Takes $. */}}
+{{- define "charge-outbox.settlementTokenHashes" -}}
+{{- $hashes := .Values.settlementProjection.apiTokenHashes | default list -}}
+{{- if not $hashes -}}
+{{- fail "settlementProjection.apiTokenHashes is required: its API answers any merchant's totals, so only to bearers of a token; make one with `openssl rand -hex 32` and list the sha256sum of it (printf %s TOKEN | sha256sum)" -}}
+{{- end -}}
+{{- range $hashes -}}
+{{- if not (regexMatch "^[0-9a-fA-F]{64}$" .) -}}
+{{- fail "settlementProjection.apiTokenHashes holds a value that is not a SHA-256 hex digest (64 hex digits): list the token's hash, never the token" -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $hashes -}}
+{{- end -}}
+
 {{/* settlement-projection's config file (services/settlement-projection/README.md); its database URL and
 SASL password are never in it. Kafka's servers and topic default to the relay's. */}}
 {{- define "charge-outbox.settlementProjectionConfig" -}}
@@ -535,6 +550,7 @@ SASL password are never in it. Kafka's servers and topic default to the relay's.
 {{- $relay := .Values.outboxRelay -}}
 http:
   port: 8090
+  token_hashes: {{ include "charge-outbox.settlementTokenHashes" . | quote }}
 admin:
   port: 9090
 database:
