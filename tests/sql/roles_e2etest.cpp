@@ -25,6 +25,7 @@
 #include "pg_test_database.hpp"
 #include "service_process.hpp"
 #include "test_env.hpp"
+#include "window_report.hpp"
 
 namespace charge_outbox::testing {
 namespace {
@@ -404,7 +405,7 @@ TEST_F(RolesE2E, EveryDaemonDoesItsWorkAsItsOwnRole) {
                                   util::FormatRfc3339(window_to)},
                                  reconciler_env, 60s);
   ASSERT_EQ(window.exit_code, 0) << window.out << window.err;
-  EXPECT_EQ(json::parse(window.out).as_object().at("orphans_recorded").as_int64(), 1) << window.out;
+  EXPECT_EQ(ParseWindowReport(window.out).summary.at("orphans_recorded").as_int64(), 1) << window.out;
   const auto orphans = Admin({"orphan", "list"});
   ASSERT_EQ(orphans.exit_code, 0) << orphans.out << orphans.err;
   EXPECT_THAT(orphans.out, HasSubstr(orphan_id));

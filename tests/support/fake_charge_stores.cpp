@@ -415,18 +415,21 @@ asio::awaitable<DbResult<int>> FakeReconciliationStore::ReleaseAll(const std::st
   co_return n;
 }
 
-asio::awaitable<DbResult<std::vector<charges::Charge>>> FakeReconciliationStore::FindCapturedInWindow(
+asio::awaitable<DbResult<std::vector<std::string>>> FakeReconciliationStore::FindCapturedIdsInWindow(
     charges::Timestamp from, charges::Timestamp to, charges::Timestamp created_after,
     std::chrono::milliseconds visibility) {
-  if (auto e = t_.Enter("FindCapturedInWindow")) co_return *e;
-  std::vector<charges::Charge> out;
+  if (auto e = t_.Enter("FindCapturedIdsInWindow")) co_return *e;
+  std::vector<std::pair<charges::Timestamp, std::string>> found;
   for (auto& [id, row] : t_.rows_) {
-    const auto& c = row.charge;
+    const auto& c = t_.Refresh(row).charge;
     if (c.status == ChargeStatus::kCaptured && c.created_at >= created_after && c.created_at < to &&
         c.updated_at >= from && c.updated_at < t_.now() - visibility) {
-      out.push_back(t_.Refresh(row).charge);
+      found.emplace_back(c.created_at, c.id);
     }
   }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [created, id] : found) out.push_back(std::move(id));
   co_return out;
 }
 

@@ -163,7 +163,7 @@ class FakeReconciliationStore final : public charges::ReconciliationStore {
                                                         const std::optional<charges::AttemptFinish>& attempt) override;
   boost::asio::awaitable<db::DbResult<int>> ReleaseAll(const std::string& owner_id,
                                                        std::chrono::milliseconds claims_grace) override;
-  boost::asio::awaitable<db::DbResult<std::vector<charges::Charge>>> FindCapturedInWindow(
+  boost::asio::awaitable<db::DbResult<std::vector<std::string>>> FindCapturedIdsInWindow(
       charges::Timestamp from, charges::Timestamp to, charges::Timestamp created_after,
       std::chrono::milliseconds visibility) override;
   boost::asio::awaitable<db::DbResult<std::vector<charges::Charge>>> FindByIds(

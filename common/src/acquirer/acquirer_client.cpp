@@ -40,8 +40,8 @@ asio::awaitable<RetryRun> VoidWithRetries(AcquirerClient& client, VoidRequest re
   return WithRetries(client, &AcquirerClient::Void, std::move(request), policy, clock, observer);
 }
 
-asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow window, const RetryPolicy& policy,
-                                         util::Clock& clock) {
+asio::awaitable<ListResult> VisitWindowPages(AcquirerClient& client, ListWindow window, const RetryPolicy& policy,
+                                             util::Clock& clock, PageVisitor visit) {
   ListResult result;
   std::optional<std::string> token;
   std::set<std::string> seen_tokens;
@@ -56,17 +56,34 @@ asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow wind
       co_return result;
     }
     ++result.pages;
-    for (auto& capture : outcome.page) result.captures.push_back(std::move(capture));
-    if (!outcome.next_page_token.has_value()) {
+    auto next = std::move(outcome.next_page_token);
+    const bool go_on = co_await visit(std::move(outcome.page));
+    if (!go_on) {
+      result.end = ListEnd::kStopped;
+      co_return result;
+    }
+    if (!next.has_value()) {
       result.end = ListEnd::kComplete;
       co_return result;
     }
-    if (!seen_tokens.insert(*outcome.next_page_token).second) {
+    if (!seen_tokens.insert(*next).second) {
       result.end = ListEnd::kTokenRepeated;
       co_return result;
     }
-    token = std::move(outcome.next_page_token);
+    token = std::move(next);
   }
+}
+
+asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow window, const RetryPolicy& policy,
+                                         util::Clock& clock) {
+  std::vector<Capture> captures;
+  auto result = co_await VisitWindowPages(client, window, policy, clock,
+                                          [&captures](std::vector<Capture> page) -> asio::awaitable<bool> {
+                                            for (auto& capture : page) captures.push_back(std::move(capture));
+                                            co_return true;
+                                          });
+  result.captures = std::move(captures);
+  co_return result;
 }
 
 asio::awaitable<CredentialCheck> CheckCredentials(AcquirerClient& client) {

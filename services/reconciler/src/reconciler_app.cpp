@@ -32,17 +32,45 @@ namespace {
 
 namespace asio = boost::asio;
 
-// Written beside the target and renamed over it, so a reader never sees half a report.
-bool WriteFileAtomically(const std::string& path, const std::string& text) {
-  const auto temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return false;
+// The window report's lines, each written when the run makes it: to a descriptor (stdout), or into a file
+// beside the target that is renamed over it at the end, so a reader never sees half a report. A write
+// that fails is remembered (with its errno) and the rest are dropped.
+class ReportOutput {
+ public:
+  ReportOutput(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
+    if (!path_.empty()) {
+      file_.open(path_ + ".tmp", std::ios::binary | std::ios::trunc);
+      if (!file_) failed_ = errno != 0 ? errno : EIO;
+    }
   }
-  return std::rename(temporary.c_str(), path.c_str()) == 0;
-}
+
+  void Write(const std::string& line) {
+    if (failed_ != 0) return;
+    if (path_.empty()) {
+      if (!util::WriteAll(fd_, line)) failed_ = errno;
+      return;
+    }
+    file_ << line;
+    file_.flush();
+    if (!file_) failed_ = errno != 0 ? errno : EIO;
+  }
+
+  // False when a line was lost; errno says why.
+  bool Close() {
+    if (!path_.empty() && file_.is_open()) {
+      file_.close();
+      if (failed_ == 0 && std::rename((path_ + ".tmp").c_str(), path_.c_str()) != 0) failed_ = errno;
+    }
+    errno = failed_;
+    return failed_ == 0;
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+  std::ofstream file_;
+  int failed_ = 0;
+};
 
 // Starts `work` (the sweep or the window report) on `io`. When it ends, `result` holds what it returned,
 // or stays empty if it threw (logged as "the <what> failed: ..."), and `io` stops: the run is over.
@@ -174,20 +202,21 @@ int ReconcilerApp::RunWindow(const CommandLine& command, int report_fd) {
                               ? TrailingWindow(p.clock.WallNow(), *command.last, sweep.decision.visibility_window)
                               : Window{command.from, command.to};
   const auto& output = command.output;
-  WindowReconciliation window({*p.charges, *p.store, *p.orphans, p.acquirer_client, p.policy, p.clock},
+  ReportOutput out(report_fd, output);
+  const ReportSink report = [&out](const std::string& line) { out.Write(line); };
+  WindowReconciliation window({*p.charges, *p.store, *p.orphans, p.acquirer_client, p.policy, p.clock, report},
                               {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease,
-                               sweep.decision.visibility_window});
+                               sweep.decision.visibility_window, p.config.window.max_captures});
   std::optional<WindowResult> result;
   SpawnRun(p.io, window.Run(from, to), result, "window report");
   p.io.run();
+  const bool written = out.Close();
   if (!result) {
     RunSummary failed;
     failed.mode = RunMode::kWindow;
     failed.errors = 1;
     return p.Finish(failed);
   }
-  const auto text = boost::json::serialize(result->report) + "\n";
-  const bool written = output.empty() ? util::WriteAll(report_fd, text) : WriteFileAtomically(output, text);
   if (!written) {
     spdlog::error("writing the report to {} failed: {}", output.empty() ? "stdout" : output, std::strerror(errno));
     ++result->summary.errors;

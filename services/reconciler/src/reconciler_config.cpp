@@ -57,6 +57,8 @@ ReconcilerConfig LoadConfig(config::ConfigReader& r) {
   d.backoff =
       retry::LoadBackoffOptions(r, "reconciler", DecisionOptions{}.backoff, milliseconds{1}, std::chrono::hours{24});
 
+  c.window.max_captures = r.Integer("reconciler.window.max_captures", 1'000'000, 1, 100'000'000);
+
   c.database.connections = static_cast<std::size_t>(
       r.Integer("database.pool_size", static_cast<std::int64_t>(s.concurrency) + 2, 1, 512));
   c.pushgateway.url = r.String("metrics.pushgateway.url", "");

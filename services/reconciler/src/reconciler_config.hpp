@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "charge_outbox/acquirer/http_acquirer_client.hpp"
@@ -23,6 +24,13 @@ struct SweepOptions {
   DecisionOptions decision;
 };
 
+// `reconciler window`'s own keys.
+struct WindowReportOptions {
+  // Past this many captures in the acquirer's listing (or captured charges of ours in the window) the
+  // report stops judging: incomplete, nothing flagged. Bounds the run's memory with the window.
+  std::int64_t max_captures = 1'000'000;
+};
+
 struct PushgatewayOptions {
   std::string url;  // http://host:port; empty: metrics are only logged
   std::string job = "reconciler";
@@ -33,6 +41,7 @@ struct ReconcilerConfig {
   db::DatabaseOptions database;  // database.pool_size (reconciler.concurrency + 2) and the database.* timeouts
   acquirer::AcquirerClientConfig acquirer;
   SweepOptions sweep;
+  WindowReportOptions window;
   PushgatewayOptions pushgateway;
   std::string instance_id;  // names this run's lease owner, with a fresh uuid per run
   std::string log_level = "info";

@@ -1,8 +1,5 @@
 #include "window_compare.hpp"
 
-#include <map>
-#include <set>
-
 #include "charge_outbox/util/time.hpp"
 
 namespace charge_outbox::reconciler {
@@ -74,58 +71,119 @@ std::vector<std::string> DifferingFields(const acquirer::Capture& capture, const
   return fields;
 }
 
-WindowComparison CompareWindow(const std::vector<acquirer::Capture>& captures,
-                               const std::vector<charges::Charge>& referenced,
-                               const std::vector<charges::Charge>& captured_in_window) {
-  WindowComparison out;
-  std::map<std::string, const charges::Charge*> by_public_id;
-  for (const auto& c : referenced) by_public_id[c.public_id()] = &c;
-
-  // Captures grouped by the charge they name, in listing order (std::map keeps one entry per reference;
-  // the vector keeps the acquirer's order inside it).
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<const acquirer::Capture*>> by_reference;
-  for (const auto& capture : captures) {
-    auto& group = by_reference[capture.reference];
-    if (group.empty()) order.push_back(capture.reference);
-    group.push_back(&capture);
+std::optional<UuidKey> UuidKeyOf(std::string_view uuid) {
+  UuidKey key{};
+  std::size_t n = 0;
+  int high = -1;
+  for (const char c : uuid) {
+    if (c == '-') continue;
+    int v = -1;
+    if (c >= '0' && c <= '9') v = c - '0';
+    else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') v = c - 'A' + 10;
+    if (v < 0 || n == key.size()) return std::nullopt;
+    if (high < 0) {
+      high = v;
+    } else {
+      key[n++] = static_cast<std::uint8_t>(high * 16 + v);
+      high = -1;
+    }
   }
+  if (n != key.size() || high >= 0) return std::nullopt;
+  return key;
+}
 
-  for (const auto& reference : order) {
-    const auto& group = by_reference[reference];
-    const auto found = by_public_id.find(reference);
-    if (found == by_public_id.end()) {
-      for (const auto* capture : group) {
-        out.discrepancies.push_back({DiscrepancyKind::kCaptureWithoutLocalRecord, *capture, std::nullopt, {}, false});
-      }
+std::size_t UuidKeyHash::operator()(const UuidKey& key) const noexcept {
+  // Our uuids are random (v4): any eight of their bytes are a hash already.
+  std::uint64_t h = 0;
+  for (std::size_t i = 0; i < 8; ++i) h = (h << 8) | key[8 + i];
+  return static_cast<std::size_t>(h);
+}
+
+namespace {
+constexpr std::uint8_t kJudged = 1;          // the charge's genuine capture has been compared
+constexpr std::uint8_t kRecordedListed = 2;  // the capture the charge recorded has been listed
+}  // namespace
+
+void WindowComparer::Judge(const acquirer::Capture& capture, const charges::Charge& charge,
+                           std::vector<Discrepancy>& out) {
+  auto fields = DifferingFields(capture, charge);
+  if (!fields.empty()) {
+    out.push_back({DiscrepancyKind::kMismatch, capture, charge, std::move(fields)});
+  } else if (charge.status == ChargeStatus::kPending) {
+    ++pending_with_capture_;
+  } else {
+    ++matched_;
+  }
+}
+
+std::vector<Discrepancy> WindowComparer::ComparePage(const std::vector<acquirer::Capture>& page,
+                                                     const std::vector<charges::Charge>& referenced) {
+  std::unordered_map<std::string, const charges::Charge*> by_public_id;
+  for (const auto& c : referenced) by_public_id[c.public_id()] = &c;
+  std::vector<Discrepancy> out;
+  for (const auto& capture : page) {
+    const auto found = by_public_id.find(capture.reference);
+    const auto key = found == by_public_id.end() ? std::nullopt : UuidKeyOf(found->second->id);
+    if (!key) {
+      out.push_back({DiscrepancyKind::kCaptureWithoutLocalRecord, capture, std::nullopt, {}});
       continue;
     }
     const auto& charge = *found->second;
-    // The capture our charge recorded is the genuine one; without a record, the first the acquirer made.
-    const acquirer::Capture* primary = group.front();
-    if (charge.acquirer_capture_id) {
-      for (const auto* capture : group) {
-        if (capture->id == *charge.acquirer_capture_id) primary = capture;
+    auto& seen = listed_[*key];
+    const auto duplicate = [&] { out.push_back({DiscrepancyKind::kDuplicateCapture, capture, charge, {}}); };
+    if (!charge.acquirer_capture_id) {
+      if ((seen & kJudged) != 0) {
+        duplicate();
+      } else {
+        seen |= kJudged;
+        Judge(capture, charge, out);
       }
+      continue;
     }
-    for (const auto* capture : group) {
-      if (capture != primary) {
-        out.discrepancies.push_back({DiscrepancyKind::kDuplicateCapture, *capture, charge, {}, false});
+    if (capture.id == *charge.acquirer_capture_id && (seen & kRecordedListed) == 0) {
+      seen |= kJudged | kRecordedListed;
+      Judge(capture, charge, out);
+      if (const auto waited = waiting_.find(*key); waited != waiting_.end()) {
+        out.push_back({DiscrepancyKind::kDuplicateCapture, std::move(waited->second.capture), charge, {}});
+        waiting_.erase(waited);
       }
-    }
-    auto fields = DifferingFields(*primary, charge);
-    if (!fields.empty()) {
-      out.discrepancies.push_back({DiscrepancyKind::kMismatch, *primary, charge, std::move(fields), false});
-    } else if (charge.status == ChargeStatus::kPending) {
-      ++out.pending_with_capture;
+    } else if ((seen & kRecordedListed) != 0 || waiting_.contains(*key)) {
+      duplicate();
     } else {
-      ++out.matched;
+      waiting_.emplace(*key, Waiting{capture, charge});
     }
   }
+  return out;
+}
 
-  for (const auto& charge : captured_in_window) {
-    if (!by_reference.contains(charge.public_id())) out.unlisted.push_back(charge);
+std::vector<Discrepancy> WindowComparer::Finish() {
+  std::vector<Discrepancy> out;
+  for (auto& [key, waited] : waiting_) {
+    listed_[key] |= kJudged;
+    Judge(waited.capture, waited.charge, out);
   }
+  waiting_.clear();
+  return out;
+}
+
+bool WindowComparer::Listed(std::string_view uuid) const {
+  const auto key = UuidKeyOf(uuid);
+  return key && listed_.contains(*key);
+}
+
+WindowComparison CompareWindow(const std::vector<acquirer::Capture>& captures,
+                               const std::vector<charges::Charge>& referenced,
+                               const std::vector<charges::Charge>& captured_in_window) {
+  WindowComparer comparer;
+  WindowComparison out;
+  out.discrepancies = comparer.ComparePage(captures, referenced);
+  for (auto& d : comparer.Finish()) out.discrepancies.push_back(std::move(d));
+  for (const auto& charge : captured_in_window) {
+    if (!comparer.Listed(charge.id)) out.unlisted.push_back(charge);
+  }
+  out.matched = comparer.matched();
+  out.pending_with_capture = comparer.pending_with_capture();
   return out;
 }
 
@@ -144,8 +202,6 @@ json::object DiscrepancyJson(const Discrepancy& d) {
   }
   if (d.charge) o["local"] = ChargeJson(*d.charge);
   if (d.capture) o["acquirer"] = CaptureJson(*d.capture);
-  o["flagged"] = d.flagged;
-  if (d.recorded) o["recorded"] = *d.recorded;
   return o;
 }
 

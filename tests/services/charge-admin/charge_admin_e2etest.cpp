@@ -18,6 +18,7 @@
 #include "pg_test_database.hpp"
 #include "service_process.hpp"
 #include "test_env.hpp"
+#include "window_report.hpp"
 
 namespace charge_outbox::testing {
 namespace {
@@ -149,11 +150,11 @@ class ChargeAdminE2E : public ::testing::Test {
     return std::string(r.json().at("status").as_string());
   }
   // The real window report over [from, to), run once the window has settled (visibility window 1 s).
-  json::object WindowReport(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to) {
+  WindowReport RunWindowReport(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to) {
     std::this_thread::sleep_until(to + 1100ms);
     const auto run = Reconcile({}, {"window", "--from", util::FormatRfc3339(from), "--to", util::FormatRfc3339(to)});
     EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
-    return json::parse(run.out).as_object();
+    return ParseWindowReport(run.out);
   }
   std::string OrphanAudit(const std::string& subject) {
     return db_->Scalar("SELECT string_agg(operator || '|' || action || '|' || before || '|' || after, ',' ORDER BY id)"
@@ -438,12 +439,12 @@ TEST_F(ChargeAdminE2E, ACaptureWithoutALocalRecordFoundByTheWindowReportIsVoided
   const std::string key = std::string(kMerchant) + ":lost-1";
   const auto capture = CaptureUnder(reference, key);
   const std::string cap(capture.at("id").as_string());
-  const auto report = WindowReport(from, std::chrono::system_clock::now() + 1ms);
-  ASSERT_EQ(report.at("discrepancies").as_array().size(), 1u) << json::serialize(report);
-  const auto& found = report.at("discrepancies").as_array()[0].as_object();
+  const auto report = RunWindowReport(from, std::chrono::system_clock::now() + 1ms);
+  ASSERT_EQ(report.discrepancies.size(), 1u) << json::serialize(report.summary);
+  const auto& found = report.discrepancies[0];
   EXPECT_EQ(found.at("kind").as_string(), "capture_without_local_record");
-  EXPECT_EQ(found.at("recorded").as_string(), "open");
-  EXPECT_EQ(report.at("orphans_recorded").as_int64(), 1);
+  EXPECT_EQ(found.at("reference").as_string(), reference);
+  EXPECT_EQ(report.summary.at("orphans_recorded").as_int64(), 1);
   EXPECT_EQ(db_->Scalar("SELECT capture_id || ' ' || idempotency_key || ' ' || reference || ' ' || amount || ' ' ||"
                         " currency || ' ' || status FROM orphan_captures"),
             cap + " " + key + " " + reference + " 4200 BRL open");
@@ -518,8 +519,8 @@ TEST_F(ChargeAdminE2E, ACaptureWithoutALocalRecordThatCannotBeVoidedIsAdoptedAsT
   const auto capture = CaptureUnder(reference, key);
   const std::string cap(capture.at("id").as_string());
   const auto to = std::chrono::system_clock::now() + 1ms;
-  const auto report = WindowReport(from, to);
-  ASSERT_EQ(report.at("orphans_recorded").as_int64(), 1) << json::serialize(report);
+  const auto report = RunWindowReport(from, to);
+  ASSERT_EQ(report.summary.at("orphans_recorded").as_int64(), 1) << json::serialize(report.summary);
 
   SetFaults(R"({"void_window_ms": 1})");
   const auto refused = Admin({"orphan", "void", cap, "--reason", "OPS-52", "--by", "alice"});
@@ -561,9 +562,9 @@ TEST_F(ChargeAdminE2E, ACaptureWithoutALocalRecordThatCannotBeVoidedIsAdoptedAsT
   const auto show = Admin({"review", "show", reference});
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_THAT(show.out, HasSubstr("orphan.adopt"));
-  const auto after = WindowReport(from, to);
-  EXPECT_EQ(after.at("discrepancies").as_array().size(), 0u) << json::serialize(after);
-  EXPECT_EQ(after.at("matched").as_int64(), 1);
+  const auto after = RunWindowReport(from, to);
+  EXPECT_EQ(after.discrepancies.size(), 0u) << json::serialize(after.summary);
+  EXPECT_EQ(after.summary.at("matched").as_int64(), 1);
 
   const auto again = Admin({"orphan", "adopt", cap, "--merchant", kMerchant, "--order", "PED-2", "--reason", "r",
                             "--by", "bob"});

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "pg_test_database.hpp"
 #include "service_process.hpp"
 #include "test_env.hpp"
+#include "window_report.hpp"
 
 namespace charge_outbox::testing {
 namespace {
@@ -687,19 +689,23 @@ TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
   const auto to = std::chrono::system_clock::now();
   const auto rfc = [](auto t) { return util::FormatRfc3339(t); };
   const auto output = (dir_ / "report.json").string();
-  const auto discrepancies_of = [](const json::object& report) {
+  // One line per discrepancy, and the summary's count of each kind says the same.
+  const auto discrepancies_of = [](const WindowReport& report) {
     std::vector<std::string> found;
-    for (const auto& d : report.at("discrepancies").as_array()) {
-      const auto& o = d.as_object();
+    std::map<std::string, std::int64_t> kinds;
+    for (const auto& o : report.discrepancies) {
       std::string entry(o.at("kind").as_string());
+      ++kinds[entry];
       if (o.contains("fields")) {
         for (const auto& f : o.at("fields").as_array()) entry += ":" + std::string(f.as_string());
       }
       entry += o.contains("charge_id") ? " " + std::string(o.at("charge_id").as_string())
                                        : " " + std::string(o.at("reference").as_string());
-      entry += o.at("flagged").as_bool() ? " flagged" : "";
       found.push_back(entry);
     }
+    std::map<std::string, std::int64_t> counted;
+    for (const auto& [kind, n] : report.summary.at("discrepancies").as_object()) counted[kind] = n.as_int64();
+    EXPECT_EQ(kinds, counted) << json::serialize(report.summary);
     return found;
   };
 
@@ -708,13 +714,14 @@ TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
   // is not yet taken for a capture missing at the acquirer. Before the fix this run flagged all three.
   const auto early = RunReconciler({}, {"window", "--from", rfc(from - 1ms), "--to", rfc(to + 1ms)});
   ASSERT_EQ(early.process.exit_code, 0) << early.process.out << early.process.err;
-  const auto unsettled = json::parse(early.process.out).as_object();
-  EXPECT_FALSE(unsettled.at("settled").as_bool());
+  const auto unsettled = ParseWindowReport(early.process.out);
+  EXPECT_FALSE(unsettled.summary.at("settled").as_bool());
   EXPECT_THAT(discrepancies_of(unsettled), UnorderedElementsAre("mismatch:amount " + PublicId("w-2"),
                                                                 "mismatch:status " + PublicId("w-4"),
                                                                 "capture_without_local_record ch_" +
                                                                     std::string(32, 'a')));
-  EXPECT_EQ(unsettled.at("flagged").as_int64(), 0);
+  EXPECT_EQ(unsettled.summary.at("flagged").as_int64(), 0);
+  EXPECT_EQ(unsettled.summary.at("orphans_recorded").as_int64(), 0);
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE status = 'needs_review'"), "0");
 
   std::this_thread::sleep_until(to + 1ms + 1100ms);
@@ -723,20 +730,24 @@ TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
   ASSERT_EQ(run.process.exit_code, 0) << run.process.out << run.process.err;
   std::ifstream file(output);
   const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const auto report = json::parse(text).as_object();
+  const auto parsed = ParseWindowReport(text);
+  const auto& report = parsed.summary;
   EXPECT_TRUE(report.at("complete").as_bool());
   EXPECT_TRUE(report.at("settled").as_bool());
   EXPECT_EQ(report.at("acquirer").at("captures").as_int64(), 5);
   EXPECT_EQ(report.at("acquirer").at("pages").as_int64(), 3);
-  const auto found = discrepancies_of(report);
-  EXPECT_THAT(found, UnorderedElementsAre("mismatch:amount " + PublicId("w-2") + " flagged",
-                                          "mismatch:status " + PublicId("w-4") + " flagged",
+  const auto found = discrepancies_of(parsed);
+  EXPECT_THAT(found, UnorderedElementsAre("mismatch:amount " + PublicId("w-2"), "mismatch:status " + PublicId("w-4"),
                                           "capture_without_local_record ch_" + std::string(32, 'a'),
-                                          "missing_at_acquirer " + PublicId("w-3") + " flagged"));
+                                          "missing_at_acquirer " + PublicId("w-3")));
+  EXPECT_EQ(parsed.lines, 5u) << "one line per discrepancy, then the summary";
   EXPECT_EQ(report.at("matched").as_int64(), 1);
   EXPECT_EQ(report.at("pending_with_capture").as_int64(), 1);
   EXPECT_EQ(report.at("confirmed_outside_window").as_int64(), 1);
   EXPECT_EQ(report.at("flagged").as_int64(), 3);
+  EXPECT_EQ(report.at("orphans_recorded").as_int64(), 1);
+  EXPECT_EQ(report.at("unverified").as_int64(), 0);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM orphan_captures WHERE status = 'open'"), "1");
 
   // Flagged charges are needs_review with their event; nothing else changed.
   for (const auto* key : {"w-2", "w-3", "w-4"}) {
@@ -772,9 +783,9 @@ TEST_F(ReconcilerE2E, WindowReportFindsEachPlantedDiscrepancyAndNothingElse) {
   // status no longer contradicts the capture, and w-3 is no longer a captured charge of ours.
   const auto again = RunReconciler({}, {"window", "--from", rfc(from - 1ms), "--to", rfc(to + 1ms)});
   ASSERT_EQ(again.process.exit_code, 0) << again.process.err;
-  const auto on_stdout = json::parse(again.process.out).as_object();
-  EXPECT_EQ(on_stdout.at("flagged").as_int64(), 0);
-  EXPECT_EQ(on_stdout.at("discrepancies").as_array().size(), 2u);
+  const auto on_stdout = ParseWindowReport(again.process.out);
+  EXPECT_EQ(on_stdout.summary.at("flagged").as_int64(), 0);
+  EXPECT_EQ(on_stdout.discrepancies.size(), 2u);
   EXPECT_THAT(again.process.err, HasSubstr("\"msg\":\"run summary\""));
   EXPECT_EQ(db_->Scalar("SELECT count(*) FROM outbox WHERE type = 'payments.charge.needs_review.v1'"), "3");
 }
@@ -788,10 +799,69 @@ TEST_F(ReconcilerE2E, WindowReportWithAnUnreadableListingFlagsNothingAndFails) {
                                       util::FormatRfc3339(now + 1min), "--output", (dir_ / "r.json").string()});
   EXPECT_EQ(run.process.exit_code, 1);
   std::ifstream file(dir_ / "r.json");
-  const auto report = json::parse(std::string((std::istreambuf_iterator<char>(file)), {})).as_object();
+  const auto report = ParseWindowReport(std::string((std::istreambuf_iterator<char>(file)), {})).summary;
   EXPECT_FALSE(report.at("complete").as_bool());
   EXPECT_EQ(report.at("listing_end").as_string(), "page_failed");
+  EXPECT_EQ(report.at("flagged").as_int64(), 0);
   EXPECT_EQ(Status("lw-1"), "captured");
+}
+
+// reconciler.window.max_captures bounds what a report holds: a window with more captures than that, on
+// the acquirer's side or ours, is incomplete and flags nothing (a partial comparison proves nothing), the
+// log names the key to raise, and the run fails like an unreadable listing. The lines already written
+// stand: the first page's discrepancy was reported when its page was read, before the cap was known.
+TEST_F(ReconcilerE2E, WindowReportOverMaxCapturesIsIncompleteAndFlagsNothing) {
+  InsertPending(4, "cap-");
+  const auto from = std::chrono::system_clock::now();
+  CaptureAtAcquirer("cap-1", 1);                                // another amount: a mismatch, on page 1
+  CaptureAtAcquirer("cap-2");                                   // agrees
+  CaptureAtAcquirer("ghost", 500, "ch_" + std::string(32, 'd'));  // nothing of ours, on page 2
+  // cap-3 and cap-4: captured on our side, nothing at the acquirer.
+  db_->Execute("UPDATE charges SET status = 'captured', updated_at = now() WHERE idempotency_key LIKE 'cap-%'");
+  std::this_thread::sleep_for(5ms);
+  const auto to = std::chrono::system_clock::now() + 1ms;
+  std::this_thread::sleep_until(to + 1100ms);  // settled (visibility window 1 s)
+  const auto rfc = [](auto t) { return util::FormatRfc3339(t); };
+  const std::vector<std::string> args{"window", "--from", rfc(from - 1ms), "--to", rfc(to)};
+  const auto untouched = [&] {
+    EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE status = 'needs_review'"), "0");
+    EXPECT_EQ(db_->Scalar("SELECT count(*) FROM orphan_captures"), "0");
+  };
+
+  // The acquirer's side: 3 captures, 2 a page, a cap of 2.
+  auto over = RunReconciler({{"ACQUIRER_LIST_PAGE_LIMIT", "2"}, {"RECONCILER_WINDOW_MAX_CAPTURES", "2"}}, args);
+  EXPECT_EQ(over.process.exit_code, 1) << over.process.out << over.process.err;
+  auto report = ParseWindowReport(over.process.out);
+  EXPECT_FALSE(report.summary.at("complete").as_bool());
+  EXPECT_EQ(report.summary.at("listing_end").as_string(), "max_captures_exceeded");
+  EXPECT_EQ(report.summary.at("max_captures").as_int64(), 2);
+  EXPECT_EQ(report.summary.at("flagged").as_int64(), 0);
+  EXPECT_EQ(report.summary.at("orphans_recorded").as_int64(), 0);
+  EXPECT_EQ(report.summary.at("level").as_string(), "error");
+  ASSERT_EQ(report.discrepancies.size(), 1u) << over.process.out;
+  EXPECT_EQ(report.discrepancies[0].at("charge_id").as_string(), PublicId("cap-1"));
+  EXPECT_THAT(over.process.err, HasSubstr("reconciler.window.max_captures (2)"));
+  EXPECT_THAT(over.process.err, HasSubstr("--from/--to"));
+  EXPECT_EQ(over.summary.at("errors").as_int64(), 1);
+  untouched();
+
+  // Our side: 4 captured charges of ours in the window, a cap of 3 for a listing of 3 captures.
+  over = RunReconciler({{"RECONCILER_WINDOW_MAX_CAPTURES", "3"}}, args);
+  EXPECT_EQ(over.process.exit_code, 1) << over.process.out << over.process.err;
+  report = ParseWindowReport(over.process.out);
+  EXPECT_EQ(report.summary.at("listing_end").as_string(), "max_captures_exceeded");
+  EXPECT_EQ(report.summary.at("local").at("captured_in_window").as_int64(), 4);
+  EXPECT_THAT(over.process.err, HasSubstr("captured charges of ours"));
+  untouched();
+
+  // Within the cap the same window is judged: what the cap held back was the only reason.
+  const auto within = RunReconciler({{"ACQUIRER_LIST_PAGE_LIMIT", "2"}, {"RECONCILER_WINDOW_MAX_CAPTURES", "4"}}, args);
+  EXPECT_EQ(within.process.exit_code, 0) << within.process.out << within.process.err;
+  report = ParseWindowReport(within.process.out);
+  EXPECT_TRUE(report.summary.at("complete").as_bool());
+  EXPECT_EQ(report.summary.at("orphans_recorded").as_int64(), 1);
+  EXPECT_EQ(report.summary.at("flagged").as_int64(), 3);  // cap-1's amount; cap-3, cap-4 missing at the acquirer
+  EXPECT_EQ(Status("cap-1"), "needs_review");
 }
 
 TEST_F(ReconcilerE2E, WindowReportWithLastReportsTheLatestSettledWholePeriod) {
@@ -808,7 +878,7 @@ TEST_F(ReconcilerE2E, WindowReportWithLastReportsTheLatestSettledWholePeriod) {
   const auto after = hour_before(std::chrono::system_clock::now());
   ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
   std::ifstream file(output);
-  const auto report = json::parse(std::string((std::istreambuf_iterator<char>(file)), {})).as_object();
+  const auto report = ParseWindowReport(std::string((std::istreambuf_iterator<char>(file)), {})).summary;
   const auto window = std::string(report.at("window").at("from").as_string()) + " " +
                       std::string(report.at("window").at("to").as_string());
   EXPECT_THAT(window, ::testing::AnyOf(before, after));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@ enum class ListEnd {
   kComplete,       // the last page had no next_page_token
   kPageFailed,     // a page could not be read within the policy; see failed_page
   kTokenRepeated,  // the acquirer handed back a page token it had already given: we stop rather than loop
+  kStopped,        // the caller's page visitor asked to stop (VisitWindowPages)
 };
 
 struct ListResult {
@@ -60,6 +62,13 @@ struct ListResult {
 // under `policy` (a fresh budget per page). A partial listing is never reported as complete.
 boost::asio::awaitable<ListResult> ListByWindow(AcquirerClient& client, ListWindow window, const RetryPolicy& policy,
                                                 util::Clock& clock);
+
+// The same walk, page by page: each page's captures are handed to `visit` as the page is read, and only
+// what the visitor keeps stays in memory (ListResult::captures is left empty). `visit` returns false to
+// stop the walk there (ListEnd::kStopped, the page counted as read).
+using PageVisitor = std::function<boost::asio::awaitable<bool>(std::vector<Capture> page)>;
+boost::asio::awaitable<ListResult> VisitWindowPages(AcquirerClient& client, ListWindow window,
+                                                    const RetryPolicy& policy, util::Clock& clock, PageVisitor visit);
 
 // Whether the acquirer takes our credentials: one lookup of a key nobody uses (a 404 or any capture is
 // yes). kRefused only on a 401 or 403; an acquirer that does not answer proves nothing about them.

@@ -80,8 +80,10 @@ class ReconciliationStore {
   // Window report: local charges whose acquirer capture may have been made in [from, to): captured,
   // created before `to`, and recorded captured at or after `from` (the capture lies between the two), and
   // at least `visibility` ago by the database's clock (so the acquirer's lookups show their capture by now).
-  // `created_after` bounds the scan (a capture never comes later than the business deadline).
-  virtual boost::asio::awaitable<db::DbResult<std::vector<Charge>>> FindCapturedInWindow(
+  // `created_after` bounds the scan (a capture never comes later than the business deadline). Their ids
+  // (uuids) only, in (created_at, id) order: a report holds one short string per charge, not the charge,
+  // and reads the few it needs whole with FindByIds.
+  virtual boost::asio::awaitable<db::DbResult<std::vector<std::string>>> FindCapturedIdsInWindow(
       Timestamp from, Timestamp to, Timestamp created_after, std::chrono::milliseconds visibility) = 0;
   // Charges by uuid, in any status; unknown ids are simply absent.
   virtual boost::asio::awaitable<db::DbResult<std::vector<Charge>>> FindByIds(const std::vector<std::string>& ids) = 0;

@@ -66,7 +66,7 @@ constexpr db::Statement kReleaseAll{
 // its lookups show it by now, and a charge captured a moment ago is never taken for one missing there.
 constexpr db::Statement kCapturedInWindow{
     "reconciler_captured_in_window",
-    "SELECT " CHARGE_COLUMNS " FROM charges c"
+    "SELECT c.id::text FROM charges c"
     R"sql(
       WHERE c.status = 'captured'
         AND c.created_at >= to_timestamp($3::bigint / 1000000.0)
@@ -140,14 +140,16 @@ class PgReconciliationStore final : public ReconciliationStore {
     });
   }
 
-  asio::awaitable<DbResult<std::vector<Charge>>> FindCapturedInWindow(Timestamp from, Timestamp to,
-                                                                      Timestamp created_after,
-                                                                      std::chrono::milliseconds visibility) override {
-    co_return co_await RunJob<std::vector<Charge>>(
-        pool_, [&](PgConnection& conn) -> asio::awaitable<std::vector<Charge>> {
-          co_return ReadCharges(co_await conn.Execute(kCapturedInWindow, util::ToUnixMicros(from),
-                                                       util::ToUnixMicros(to), util::ToUnixMicros(created_after),
-                                                       Millis(visibility)));
+  asio::awaitable<DbResult<std::vector<std::string>>> FindCapturedIdsInWindow(
+      Timestamp from, Timestamp to, Timestamp created_after, std::chrono::milliseconds visibility) override {
+    co_return co_await RunJob<std::vector<std::string>>(
+        pool_, [&](PgConnection& conn) -> asio::awaitable<std::vector<std::string>> {
+          const auto rows = co_await conn.Execute(kCapturedInWindow, util::ToUnixMicros(from), util::ToUnixMicros(to),
+                                                  util::ToUnixMicros(created_after), Millis(visibility));
+          std::vector<std::string> ids;
+          ids.reserve(rows.size());
+          for (const auto row : rows) ids.push_back(row[0].as<std::string>());
+          co_return ids;
         });
   }
 
