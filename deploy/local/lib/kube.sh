@@ -1,7 +1,8 @@
 # A real Kubernetes control plane on loopback, for the chart's install test: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler and kubectl built from the Go module proxy into the project's
 # cache, plus kwok for a fake node (pods are marked running, Job pods complete; no container runs).
-# Sourced; needs common.sh.
+# The image's supply-chain tools join that one build: syft (the image's SBOM) and cosign (its signature
+# and attestations, deploy/image/publish). Sourced; needs common.sh.
 #
 #   kube_fetch              binaries, kwok's stages and the prometheus-operator CRDs into the cache
 #                           (idempotent, locked); sets KUBE_BIN_DIR. The rest sits beside it:
@@ -13,6 +14,12 @@ KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
 KUBE_ETCD_VERSION=${KUBE_ETCD_VERSION:-v3.7.3}
 KUBE_KWOK_VERSION=${KUBE_KWOK_VERSION:-v0.8.0}
 KUBE_PROMETHEUS_OPERATOR_VERSION=${KUBE_PROMETHEUS_OPERATOR_VERSION:-v0.85.0}
+KUBE_SYFT_VERSION=${KUBE_SYFT_VERSION:-v1.57.2}
+# v2, not v3: v3 signs by default with a signing config and a trusted root fetched from sigstore's TUF
+# repository, into bundles attached through the OCI referrers API; v2 signs with a key and no transparency
+# log without asking any server (its verify warns that sigstore's trusted root is out of reach, and needs
+# none for a key), and those servers are not reachable here.
+KUBE_COSIGN_VERSION=${KUBE_COSIGN_VERSION:-v2.6.5}
 KUBE_NODE_NAME=kwok-node-0
 
 # The Go the project builds its Go tools with: the machine's, never a downloaded toolchain.
@@ -31,9 +38,10 @@ kube_fetch() {
   kube_fetch_crds "$dir/prometheus-operator-crds"
 }
 
-# The binaries one build makes: the control plane, kwok's fake node, and a real node's kubelet and
-# kube-proxy (kube_node.sh), which share most of their packages with the control plane.
-KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kubelet kube-proxy)
+# The binaries one build makes: the control plane, kwok's fake node, a real node's kubelet and
+# kube-proxy (kube_node.sh), which share most of their packages with the control plane, and the image's
+# syft and cosign (cosign's Kubernetes key provider shares client-go with them too).
+KUBE_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kubelet kube-proxy syft cosign)
 
 kube_build_complete() {
   local dir=$1 binary
@@ -52,7 +60,8 @@ kube_build_control_plane() {
   (
     flock 9
     kube_build_complete "$dir" && exit 0
-    say "building the Kubernetes control plane and node $KUBE_VERSION from the Go module proxy (once: 6 minutes on an idle machine, 35 measured on a loaded one)"
+    say "building the Kubernetes control plane and node $KUBE_VERSION, syft $KUBE_SYFT_VERSION and cosign $KUBE_COSIGN_VERSION from the Go module proxy (once: 6 minutes for the control plane alone on an idle machine; 27 measured with syft and cosign on a loaded one)"
+    local build_started=$SECONDS
     local work
     work=$(mktemp -d "$CHARGE_OUTBOX_CACHE/kube-build.XXXXXX")
     # The Go caches (several GB) live and die with the build; the module cache is read-only unless told.
@@ -69,12 +78,17 @@ kube_build_control_plane() {
     ldflags+=" -X $version_pkg.buildDate=1970-01-01T00:00:00Z"
     ldflags+=" -X sigs.k8s.io/kwok/pkg/consts.Version=$KUBE_KWOK_VERSION"
     ldflags+=" -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=$KUBE_VERSION"
+    # syft names itself in every SBOM it writes; no other command here has a main.version.
+    ldflags+=" -X main.version=${KUBE_SYFT_VERSION#v}"
+    ldflags+=" -X sigs.k8s.io/release-utils/version.gitVersion=$KUBE_COSIGN_VERSION"
     mkdir -p "$work/out/bin"
     (cd "$work/module" && "$go" build -trimpath -ldflags "$ldflags" -o "$work/out/bin/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
       k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
-      go.etcd.io/etcd/server/v3 sigs.k8s.io/kwok/cmd/kwok) >>"$work/build.log" 2>&1 ||
+      go.etcd.io/etcd/server/v3 sigs.k8s.io/kwok/cmd/kwok \
+      github.com/anchore/syft/cmd/syft "github.com/sigstore/cosign/${KUBE_COSIGN_VERSION%%.*}/cmd/cosign") \
+      >>"$work/build.log" 2>&1 ||
       { tail -n 20 "$work/build.log" >&2; die "kube_fetch: building the control plane failed"; }
     # etcd's main package is its module root, so go names the binary after the module's last element.
     mv "$work/out/bin/server" "$work/out/bin/etcd"
@@ -90,20 +104,25 @@ kube_build_control_plane() {
     touch "$work/out/complete"
     rm -rf "$dir"
     mv "$work/out" "$dir"
+    say "built in $((SECONDS - build_started))s"
   ) 9>"$CHARGE_OUTBOX_CACHE/kube.lock"
 }
 
-# kube_write_build_module GO DIR: a module that requires the three releases and imports their commands,
+# kube_write_build_module GO DIR: a module that requires the five releases and imports their commands,
 # because `go install pkg@version` refuses modules with replace directives, and kubernetes has them: its
 # staging modules (k8s.io/api, client-go...) point into its own tree, which the proxy serves as separate
-# modules at v0.<minor>.<patch>.
+# modules at v0.<minor>.<patch>. One module, so one compile of every package they share; minimal version
+# selection raises some of kubernetes' dependencies to what syft and cosign require (minor versions of
+# otel, grpc, x/net...), which kubernetes $KUBE_VERSION compiles with.
 kube_write_build_module() {
   local go=$1 module=$2 staging_version=v0.${KUBE_VERSION#v1.} kubernetes_mod
+  local cosign_module=github.com/sigstore/cosign/${KUBE_COSIGN_VERSION%%.*}
   # Called on the left of ||, where set -e does not apply: each step returns its own failure.
   mkdir -p "$module" && cd "$module" || return 1
   "$go" mod init charge-outbox.local/kube-build || return 1
   "$go" mod edit -require="k8s.io/kubernetes@$KUBE_VERSION" -require="go.etcd.io/etcd/server/v3@$KUBE_ETCD_VERSION" \
-    -require="sigs.k8s.io/kwok@$KUBE_KWOK_VERSION" || return 1
+    -require="sigs.k8s.io/kwok@$KUBE_KWOK_VERSION" -require="github.com/anchore/syft@$KUBE_SYFT_VERSION" \
+    -require="$cosign_module@$KUBE_COSIGN_VERSION" || return 1
   kubernetes_mod=$("$go" mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
   [[ -f $kubernetes_mod ]] || { say "no go.mod for k8s.io/kubernetes@$KUBE_VERSION"; return 1; }
   local staging
@@ -112,7 +131,7 @@ kube_write_build_module() {
     grep -vx 'k8s.io/sample-cli-plugin\|k8s.io/sample-controller'); do
     "$go" mod edit -replace="$staging=$staging@$staging_version" || return 1
   done
-  cat >tools.go <<'EOF'
+  cat >tools.go <<EOF
 //go:build tools
 
 // The commands kube_fetch builds; imported so that go mod tidy records what they need.
@@ -127,6 +146,8 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "sigs.k8s.io/kwok/cmd/kwok"
+	_ "github.com/anchore/syft/cmd/syft"
+	_ "$cosign_module/cmd/cosign"
 )
 EOF
   [[ -f tools.go ]] || return 1
