@@ -115,6 +115,63 @@ TEST(ReconcilerWindowCompare, PendingAndInReviewChargesAreNotStatusContradiction
   EXPECT_EQ(w.matched, 1);
 }
 
+// Page by page, the comparer judges as the whole window would: a second capture of a charge on a later page
+// is a duplicate; the capture a charge recorded is the genuine one even when a stray one came pages before
+// it; a charge whose recorded capture is never listed is judged at the end. What it keeps between pages is
+// the charges' uuids, not the captures.
+TEST(ReconcilerWindowCompare, PagesAreJudgedAsTheWholeWindowWould) {
+  const auto first = Charge(1, ChargeStatus::kCaptured);            // no recorded id: the first listed counts
+  const auto recorded = Charge(2, ChargeStatus::kCaptured, "cap_2b");  // its capture comes on page 3
+  const auto never = Charge(3, ChargeStatus::kCaptured, "cap_3x");     // its recorded capture is never listed
+  const auto later = Charge(4, ChargeStatus::kCaptured, "cap_4");      // in our window, listed on page 3 only
+  const std::vector<acquirer::Capture> page1{CaptureOf(first, "cap_1a"), CaptureOf(recorded, "cap_2a")};
+  const std::vector<acquirer::Capture> page2{CaptureOf(first, "cap_1b"), CaptureOf(never, "cap_3")};
+  const std::vector<acquirer::Capture> page3{CaptureOf(recorded, "cap_2b"), CaptureOf(later, "cap_4")};
+
+  WindowComparer comparer;
+  std::vector<std::string> found;
+  const auto take = [&](std::vector<Discrepancy> ds) {
+    for (const auto& d : ds) found.push_back(std::string(ToString(d.kind)) + " " + d.capture->id);
+  };
+  take(comparer.ComparePage(page1, {first, recorded}));
+  EXPECT_TRUE(found.empty()) << "cap_2a waits for the capture its charge recorded";
+  EXPECT_FALSE(comparer.Listed(later.id));
+  take(comparer.ComparePage(page2, {first, never}));
+  EXPECT_THAT(found, ElementsAre("duplicate_capture cap_1b"));
+  take(comparer.ComparePage(page3, {recorded, later}));
+  EXPECT_THAT(found, ElementsAre("duplicate_capture cap_1b", "duplicate_capture cap_2a"));
+  take(comparer.Finish());
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[2], "mismatch cap_3");
+  EXPECT_EQ(comparer.matched(), 3);  // cap_1a, cap_2b, cap_4
+  EXPECT_EQ(comparer.referenced(), 4u);
+  EXPECT_TRUE(comparer.Listed(later.id));
+  EXPECT_FALSE(comparer.Listed(Charge(5, ChargeStatus::kCaptured).id));
+
+  // The same captures as one page: the same verdicts.
+  std::vector<acquirer::Capture> all(page1);
+  all.insert(all.end(), page2.begin(), page2.end());
+  all.insert(all.end(), page3.begin(), page3.end());
+  const auto whole = CompareWindow(all, {first, recorded, never, later}, {later});
+  std::vector<std::string> at_once;
+  for (const auto& d : whole.discrepancies) at_once.push_back(std::string(ToString(d.kind)) + " " + d.capture->id);
+  EXPECT_THAT(at_once, ::testing::UnorderedElementsAreArray(found));
+  EXPECT_EQ(whole.matched, 3);
+  EXPECT_TRUE(whole.unlisted.empty());
+}
+
+TEST(ReconcilerWindowCompare, AUuidKeyIsTheUuidsSixteenBytes) {
+  const auto key = UuidKeyOf("0123abcd-4567-4def-89AB-cdef01234567");
+  ASSERT_TRUE(key);
+  EXPECT_EQ((*key)[0], 0x01);
+  EXPECT_EQ((*key)[15], 0x67);
+  EXPECT_EQ(UuidKeyOf("0123abcd-4567-4def-89ab-cdef01234567"), key);
+  EXPECT_FALSE(UuidKeyOf("0123abcd-4567-4def-89ab-cdef0123456"));
+  EXPECT_FALSE(UuidKeyOf("0123abcd-4567-4def-89ab-cdef012345678"));
+  EXPECT_FALSE(UuidKeyOf("0123abcd-4567-4def-89ab-cdef0123456g"));
+  EXPECT_FALSE(UuidKeyOf(""));
+}
+
 TEST(ReconcilerWindowCompare, DiscrepancyJsonCarriesBothSides) {
   const auto ours = Charge(1, ChargeStatus::kCaptured, "cap_1");
   auto capture = CaptureOf(ours, "cap_1");
