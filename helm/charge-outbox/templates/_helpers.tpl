@@ -512,6 +512,8 @@ reconciler:
   deadline: {{ .Values.global.chargeDeadline | quote }}
   visibility_window: {{ $rec.visibilityWindow | quote }}
   not_found_policy: {{ $rec.notFoundPolicy }}
+  window:
+    max_captures: {{ $rec.window.maxCaptures | int }}
 metrics:
   pushgateway:
     url: {{ $rec.pushgateway.url | quote }}
