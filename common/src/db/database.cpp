@@ -229,10 +229,13 @@ void Database::Close() { pool_->Close(); }
 
 boost::asio::awaitable<DbResult<int>> Database::SchemaVersion() {
   try {
-    co_return co_await pool_->Run([](PgConnection& conn) -> boost::asio::awaitable<int> {
-      const auto r = co_await conn.ExecuteText("SELECT COALESCE(max(version), 0) FROM schema_migrations");
-      co_return r[0][0].as<int>();
-    });
+    // A read: run again on a fresh connection if its first one dies under it.
+    co_return co_await pool_->Run(
+        [](PgConnection& conn) -> boost::asio::awaitable<int> {
+          const auto r = co_await conn.ExecuteText("SELECT COALESCE(max(version), 0) FROM schema_migrations");
+          co_return r[0][0].as<int>();
+        },
+        Repeat::kIdempotent);
   } catch (...) {
     co_return CurrentDbError();
   }

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 
 namespace charge_outbox::db {
@@ -109,21 +110,82 @@ std::unique_ptr<PgConnection> PgConnection::Open(const std::string& connection_s
     PQfinish(conn);
     throw pqxx::broken_connection(why);
   }
-  return std::unique_ptr<PgConnection>(new PgConnection(conn));
+  std::unique_ptr<PgConnection> connection(new PgConnection(conn));
+  // libpq's default receiver ignores its argument (it prints through the notice processor).
+  connection->default_receiver_ = PQsetNoticeReceiver(conn, &PgConnection::OnNotice, connection.get());
+  return connection;
 }
 
 PgConnection::~PgConnection() { PQfinish(conn_); }
+
+// libpq hands an ErrorResponse (or a notice) that arrives outside a statement to the notice receiver:
+// that is how a server's last word before it closes a session reaches an idle connection. A FATAL or
+// PANIC, or a shutdown's warning (57P01 admin_shutdown: an immediate shutdown warns, then quits; 57P02
+// crash_shutdown), means the session is ending: remembered, and logged once by the pool when it replaces
+// the connection, not printed on stderr. Everything else goes to libpq's default.
+void PgConnection::OnNotice(void* self, const PGresult* notice) {
+  auto* connection = static_cast<PgConnection*>(self);
+  const char* severity = PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+  const char* state = PQresultErrorField(notice, PG_DIAG_SQLSTATE);
+  const std::string_view level = severity != nullptr ? severity : "";
+  const std::string_view code = state != nullptr ? state : "";
+  if (level == "FATAL" || level == "PANIC" || code == "57P01" || code == "57P02") {
+    connection->closing_ = true;
+    const char* text = PQresultErrorField(notice, PG_DIAG_MESSAGE_PRIMARY);
+    connection->server_word_ = std::string(state != nullptr ? state : "?????") + ": " + Message(text);
+    return;
+  }
+  if (connection->default_receiver_ != nullptr) connection->default_receiver_(nullptr, notice);
+}
+
+bool PgConnection::Alive() {
+  if (!ok() || closing_ || PQtransactionStatus(conn_) != PQTRANS_IDLE) return false;
+  // Each read takes what is there; the end of the stream is seen by the read after the last bytes.
+  for (int reads = 0; reads < 8; ++reads) {
+    pollfd ready{PQsocket(conn_), POLLIN, 0};
+    if (::poll(&ready, 1, 0) <= 0) return true;  // nothing arrived: as good as when it was last used
+    if (PQconsumeInput(conn_) == 0) return false;
+    PQisBusy(conn_);  // parses what arrived: a FATAL reaches OnNotice, a ParameterStatus is recorded
+    while (PGnotify* notify = PQnotifies(conn_)) PQfreemem(notify);
+    if (PQstatus(conn_) != CONNECTION_OK || closing_) return false;
+  }
+  return true;  // a server still talking (notices) is a server
+}
+
+std::string PgConnection::LostReason() const {
+  if (!server_word_.empty()) return server_word_;
+  const auto libpq = Message(PQerrorMessage(conn_));
+  if (const auto nl = libpq.find('\n'); nl != std::string::npos) return libpq.substr(0, nl);
+  return libpq.empty() ? "the server closed the connection" : libpq;
+}
+
+bool PgConnection::ServerReadOnly() const {
+  for (const char* name : {"in_hot_standby", "default_transaction_read_only"}) {
+    const char* value = PQparameterStatus(conn_, name);
+    if (value != nullptr && std::string_view(value) == "on") return true;
+  }
+  return false;
+}
+
+std::string PgConnection::Endpoint() const {
+  const char* host = PQhost(conn_);
+  const char* port = PQport(conn_);
+  return std::string(host != nullptr ? host : "?") + ":" + (port != nullptr ? port : "?");
+}
 
 void PgConnection::ThrowLost(const char* what) const {
   throw pqxx::broken_connection(std::string(what) + ": " + Message(PQerrorMessage(conn_)));
 }
 
 template <typename Send>
-asio::awaitable<PgResult> PgConnection::RoundTrip(Send send, const char* what) {
+asio::awaitable<PgResult> PgConnection::RoundTrip(Send send, const char* what, bool executes) {
   if (!ok()) ThrowLost(what);
   BorrowedSocket socket(co_await asio::this_coro::executor, PQsocket(conn_));
   abandoned_ = true;
+  // libpq refuses (0) before a byte of the statement leaves; from 1 on it may reach the server. (A write
+  // that fails later is reported by the read, as a lost connection with the statement sent.)
   if (send() == 0) ThrowLost(what);
+  if (executes) sent_ = true;
   // What does not fit the socket's buffer waits for it to drain; libpq asks that whatever the server sent
   // meanwhile be read too, or a server blocked on its own writes would never read ours.
   while (true) {
@@ -162,7 +224,7 @@ asio::awaitable<PgResult> PgConnection::RoundTrip(Send send, const char* what) {
 asio::awaitable<PgResult> PgConnection::Execute(const Statement& statement, const PgParams& params) {
   if (std::ranges::find(prepared_, statement.name) == prepared_.end()) {
     co_await RoundTrip([&] { return PQsendPrepare(conn_, statement.name, statement.sql, 0, nullptr); },
-                       statement.name);
+                       statement.name, false);
     prepared_.push_back(statement.name);
   }
   const auto values = params.Pointers();
@@ -171,7 +233,7 @@ asio::awaitable<PgResult> PgConnection::Execute(const Statement& statement, cons
         return PQsendQueryPrepared(conn_, statement.name, static_cast<int>(values.size()), values.data(), nullptr,
                                    nullptr, 0);
       },
-      statement.name);
+      statement.name, true);
 }
 
 asio::awaitable<PgResult> PgConnection::ExecuteText(std::string_view sql, const PgParams& params) {
@@ -182,7 +244,7 @@ asio::awaitable<PgResult> PgConnection::ExecuteText(std::string_view sql, const 
         return PQsendQueryParams(conn_, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
                                  nullptr, nullptr, 0);
       },
-      "a query");
+      "a query", true);
 }
 
 }  // namespace charge_outbox::db

@@ -148,19 +148,47 @@ class PgConnection {
   bool ok() const { return !abandoned_ && PQstatus(conn_) == CONNECTION_OK; }
   // ok(), and no transaction left open: what the pool may lend to the next job.
   bool reusable() const { return ok() && PQtransactionStatus(conn_) == PQTRANS_IDLE; }
+  // The server ended the session (or the network did): not a statement abandoned by its job.
+  bool lost() const { return PQstatus(conn_) != CONNECTION_OK || closing_; }
   int socket() const { return PQsocket(conn_); }
   int backend_pid() const { return PQbackendPID(conn_); }
+
+  // Whether an idle connection still has its server, without a round trip: what already arrived on its
+  // socket is read (a server that shut down, restarted or ended the session has sent its FATAL and closed,
+  // long before a request comes), and a connection that met its end there is not alive. A server that
+  // vanished without a word (a dead host) is found by TCP keepalives while the connection idles
+  // (database.keepalives_*), which also end up here as an error on the socket. Costs one poll(2).
+  bool Alive();
+  // Why this connection was lost, for a log line: the server's last word (a FATAL's SQLSTATE and message)
+  // or libpq's. Never holds a parameter or a password.
+  std::string LostReason() const;
+  // The server says it is read-only as a whole (a hot standby, or default_transaction_read_only): what
+  // PostgreSQL 14 and later report to every session, so asking costs nothing.
+  bool ServerReadOnly() const;
+  // host:port of the server (as libpq connected to it), for log lines.
+  std::string Endpoint() const;
+
+  // Whether a statement was handed to libpq since the last ForgetSent(): what the pool's repeat rule
+  // needs to know (db/repeat_rule.hpp). Preparing a statement does not count: it changes nothing.
+  bool sent() const { return sent_; }
+  void ForgetSent() { sent_ = false; }
 
  private:
   explicit PgConnection(PGconn* conn) : conn_(conn) {}
   template <typename Send>
-  boost::asio::awaitable<PgResult> RoundTrip(Send send, const char* what);
+  boost::asio::awaitable<PgResult> RoundTrip(Send send, const char* what, bool executes);
   [[noreturn]] void ThrowLost(const char* what) const;
+  static void OnNotice(void* self, const PGresult* notice);
 
   PGconn* conn_;
   std::vector<const char*> prepared_;  // Statement names (static strings) prepared on this session
   // Set while a statement is on the wire: a coroutine destroyed then leaves an answer nobody will read.
   bool abandoned_ = false;
+  bool sent_ = false;
+  // The server sent a FATAL (or PANIC) outside any statement: it ends the session right after.
+  bool closing_ = false;
+  std::string server_word_;  // that message, "SQLSTATE: text"
+  PQnoticeReceiver default_receiver_ = nullptr;
 };
 
 template <typename T>

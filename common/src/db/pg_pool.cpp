@@ -9,10 +9,14 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <pqxx/pqxx>
+
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 namespace charge_outbox::db {
@@ -31,12 +35,24 @@ struct PgPool::Waiter {
 struct PgPool::Shared {
   std::size_t limit = 0;
   std::chrono::milliseconds call_timeout{0};
+  std::string name;  // application_name, for log lines
+  std::function<void()> on_replaced;
+  std::atomic<std::uint64_t> replaced{0};
   CallDeadlines deadlines;
   std::mutex mutex;
   std::vector<std::unique_ptr<PgConnection>> idle;
   std::size_t open = 0;  // idle, lent, and being opened
   std::deque<Waiter*> waiters;
   bool closed = false;
+
+  // `connection` is closed because its server went away or turned read-only: one line, one count. The
+  // line names the pool and the server, never the URL (it may hold a password).
+  void Replaced(const PgConnection& connection, std::string_view why) {
+    spdlog::warn("database connection of pool {} to {} closed and replaced: {}", name.empty() ? "-" : name,
+                 connection.Endpoint(), why);
+    ++replaced;
+    if (on_replaced) on_replaced();
+  }
 
   // A connection came back (nullptr: one was closed, or failed to open): to the first waiter, else idle.
   // Called with the mutex held.
@@ -60,7 +76,12 @@ struct PgPool::Shared {
 PgPool::Lease::Lease(std::shared_ptr<Shared> shared, std::unique_ptr<PgConnection> connection,
                      CallDeadlines::Clock::time_point deadline)
     : shared_(std::move(shared)), connection_(std::move(connection)) {
+  connection_->ForgetSent();
   armed_.emplace(shared_->deadlines.Arm(connection_->socket(), deadline));
+}
+
+JobFailure PgPool::Lease::Classify(const std::exception_ptr& failure) const {
+  return ClassifyJobFailure(failure, connection_->sent(), armed_ && armed_->expired(), connection_->ServerReadOnly());
 }
 
 PgPool::Lease::~Lease() {
@@ -70,10 +91,14 @@ PgPool::Lease::~Lease() {
   if (expired) {
     spdlog::warn("a database call had no answer within database.call_timeout ({}ms): its connection was dropped",
                  shared_->call_timeout.count());
+  } else if (connection_->lost()) {
+    shared_->Replaced(*connection_, connection_->LostReason());
+  } else if (retired_) {
+    shared_->Replaced(*connection_, "the server is read-only (a standby, after a failover?)");
   }
-  // A connection that lost its server, ran past its deadline, or was left mid-statement or inside a
-  // transaction is closed.
-  if (expired || !connection_->reusable()) connection_.reset();
+  // A connection that lost its server, ran past its deadline, was left mid-statement or inside a
+  // transaction, or whose server turned out read-only, is closed.
+  if (expired || retired_ || !connection_->reusable()) connection_.reset();
   std::lock_guard lock(shared_->mutex);
   if (shared_->closed) connection_.reset();
   shared_->GiveBack(std::move(connection_));
@@ -86,6 +111,8 @@ PgPool::PgPool(std::string database_url, DatabaseOptions options)
       opener_(std::max<std::size_t>(1, options_.connections)) {
   shared_->limit = std::max<std::size_t>(1, options_.connections);
   shared_->call_timeout = options_.connection.call_timeout;
+  shared_->name = options_.application_name;
+  shared_->on_replaced = options_.on_connection_replaced;
 }
 
 PgPool::~PgPool() { Close(); }
@@ -109,6 +136,18 @@ std::size_t PgPool::queued() const {
   return shared_->waiters.size();
 }
 
+std::uint64_t PgPool::replaced() const { return shared_->replaced.load(); }
+
+void PgPool::Rethrow(const std::exception_ptr& failure, JobFailure what) {
+  if (what == JobFailure::kReadOnlyServer) {
+    // Not a refused statement but an unavailable primary: the caller's answer is "try again".
+    throw pqxx::broken_connection(
+        "the database server is read-only (a standby): nothing was written; a DATABASE_URL listing every host "
+        "with target_session_attrs=read-write finds the primary after a failover");
+  }
+  std::rethrow_exception(failure);
+}
+
 namespace {
 
 // A coroutine function, not a lambda with an init-capture: GCC 12 destroys such a lambda's captures twice
@@ -121,8 +160,7 @@ asio::awaitable<std::unique_ptr<PgConnection>> PgPool::Open() {
   co_return co_await asio::co_spawn(opener_, OpenConnection(url_), asio::use_awaitable);
 }
 
-asio::awaitable<PgPool::Lease> PgPool::Acquire() {
-  const auto deadline = CallDeadlines::Clock::now() + options_.connection.call_timeout;
+asio::awaitable<PgPool::Lease> PgPool::Acquire(CallDeadlines::Clock::time_point deadline) {
   const auto executor = co_await asio::this_coro::executor;
   auto& shared = *shared_;
   std::unique_ptr<PgConnection> connection;
@@ -180,6 +218,11 @@ asio::awaitable<PgPool::Lease> PgPool::Acquire() {
     }
     connection = std::move(waiter.connection);
     waiter.timer = nullptr;  // taken
+  }
+  if (connection && !connection->Alive()) {
+    // Its server went away while it idled: nothing is sent on it, and its place goes to a fresh one.
+    shared.Replaced(*connection, connection->LostReason());
+    connection.reset();
   }
   if (!connection) {
     try {

@@ -3,6 +3,14 @@
 // Asio (PgConnection): a statement costs no thread hand-off, only the wait for its answer. Internal to
 // common/ (it exposes libpq); the stores built on it are the public API.
 //
+// A connection is checked before it is lent (PgConnection::Alive: one poll(2), no round trip): one whose
+// server went away (a restart, a failover, a terminated session) is closed and a fresh one opened in its
+// place, so a job that starts after the server is back never meets a connection that died with the old
+// one. A job that fails anyway runs again, once, on a fresh connection where db/repeat_rule.hpp allows it
+// (nothing of it was sent, the server was a read-only standby, or the caller marked it idempotent); a
+// commit in doubt never does. Each connection closed because its server went away or turned read-only is
+// logged (warn, one line) and counted (replaced(), DatabaseOptions::on_connection_replaced).
+//
 // Only opening a connection blocks (libpq resolves host names blocking): that happens on the pool's own
 // threads, one per connection it may open, so an unreachable server never stalls an I/O thread.
 //
@@ -13,7 +21,10 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -23,6 +34,7 @@
 #include "charge_outbox/db/database.hpp"
 #include "db/call_deadline.hpp"
 #include "db/pg_connection.hpp"
+#include "db/repeat_rule.hpp"
 
 namespace charge_outbox::db {
 
@@ -50,11 +62,17 @@ class PgPool {
   // Runs `job(connection)`, a coroutine (PgConnection&) -> awaitable<T>, with a connection of the pool,
   // and returns what it returns or rethrows what it threw (pqxx::broken_connection when the server is
   // unreachable or the job ran past database.call_timeout). A connection that broke is closed, and the
-  // next job opens another.
+  // next job opens another. The job may be called a second time, on a fresh connection, as `repeat` and
+  // db/repeat_rule.hpp allow, within the same call_timeout: it must not keep state between calls that a
+  // first, failed call would spoil. A standby's refusal of a write that is not run again comes back as
+  // pqxx::broken_connection (unavailable: nothing was written).
   template <typename Job>
-  auto Run(Job job) -> boost::asio::awaitable<typename std::invoke_result_t<Job&, PgConnection&>::value_type>;
+  auto Run(Job job, Repeat repeat = Repeat::kIfNotSent)
+      -> boost::asio::awaitable<typename std::invoke_result_t<Job&, PgConnection&>::value_type>;
 
   std::size_t queued() const;
+  // Connections closed because their server went away or turned read-only, since the pool opened.
+  std::uint64_t replaced() const;
 
  private:
   struct Shared;
@@ -68,13 +86,19 @@ class PgPool {
     Lease& operator=(Lease&&) = delete;
     ~Lease();
     PgConnection& connection() { return *connection_; }
+    // What `failure`, thrown by the job that held this lease, means (db/repeat_rule.hpp).
+    JobFailure Classify(const std::exception_ptr& failure) const;
+    // The job runs again elsewhere: a connection to a read-only server is closed, not lent again.
+    void Retire(JobFailure failure) { retired_ = failure == JobFailure::kReadOnlyServer; }
 
    private:
     std::shared_ptr<Shared> shared_;
     std::unique_ptr<PgConnection> connection_;
     std::optional<CallDeadlines::Armed> armed_;
+    bool retired_ = false;
   };
-  boost::asio::awaitable<Lease> Acquire();
+  boost::asio::awaitable<Lease> Acquire(CallDeadlines::Clock::time_point deadline);
+  [[noreturn]] static void Rethrow(const std::exception_ptr& failure, JobFailure what);
   boost::asio::awaitable<std::unique_ptr<PgConnection>> Open();
 
   std::string url_;
@@ -84,9 +108,22 @@ class PgPool {
 };
 
 template <typename Job>
-auto PgPool::Run(Job job) -> boost::asio::awaitable<typename std::invoke_result_t<Job&, PgConnection&>::value_type> {
-  auto lease = co_await Acquire();
-  co_return co_await job(lease.connection());
+auto PgPool::Run(Job job, Repeat repeat)
+    -> boost::asio::awaitable<typename std::invoke_result_t<Job&, PgConnection&>::value_type> {
+  // One deadline for both runs: a second run never makes the caller wait longer than call_timeout.
+  const auto deadline = CallDeadlines::Clock::now() + options_.connection.call_timeout;
+  for (int run = 1;; ++run) {
+    auto lease = co_await Acquire(deadline);
+    std::exception_ptr failure;
+    try {
+      co_return co_await job(lease.connection());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    const JobFailure what = lease.Classify(failure);
+    if (run > 1 || !MayRunAgain(what, repeat) || CallDeadlines::Clock::now() >= deadline) Rethrow(failure, what);
+    lease.Retire(what);
+  }
 }
 
 }  // namespace charge_outbox::db

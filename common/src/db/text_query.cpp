@@ -47,6 +47,7 @@ TextRows ExecText(pqxx::transaction_base& tx, std::string_view sql, const TextPa
 
 boost::asio::awaitable<DbResult<TextRows>> QueryText(Database& database, std::string sql, TextParams params) {
   try {
+    // A READ ONLY transaction: the server refuses any write in it, so running it again changes nothing.
     co_return co_await database.pool().Run([&](PgConnection& conn) -> boost::asio::awaitable<TextRows> {
       PgParams values;
       for (const auto& param : params) values.Add(param);
@@ -71,7 +72,7 @@ boost::asio::awaitable<DbResult<TextRows>> QueryText(Database& database, std::st
         rows.push_back(std::move(out));
       }
       co_return rows;
-    });
+    }, Repeat::kIdempotent);
   } catch (...) {
     co_return CurrentDbError();
   }

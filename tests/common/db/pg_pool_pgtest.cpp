@@ -1,7 +1,9 @@
 // PgPool and PgConnection against a real PostgreSQL: a job runs on the awaiting thread and its
 // statements wait without blocking it (four jobs on one thread overlap), statements are prepared once per
 // connection and again on a replacement, failures come back as libpqxx's exception types with their
-// SQLSTATE, a connection the server killed or a job abandoned mid-statement is replaced, a full queue
+// SQLSTATE, a connection the server killed is replaced before a job draws it, a job runs again on a fresh
+// connection only as the repeat rule allows (never a commit in doubt), a connection to a read-only server
+// is replaced, a job abandoned mid-statement closes its connection, a full queue
 // refuses at once, a closed pool refuses, the sessions carry the server-side timeouts, and a job on a
 // black-holed connection fails within its deadline.
 #include "db/pg_pool.hpp"
@@ -18,7 +20,9 @@
 
 #include <atomic>
 #include <future>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "fault_proxy.hpp"
 #include "pg_test_database.hpp"
@@ -170,12 +174,117 @@ TEST_F(PgPoolTest, EveryHandOffReachesItsWaiterAcrossThreads) {
   }
 }
 
-TEST_F(PgPoolTest, KilledConnectionIsReplacedForTheNextJob) {
+// Ends an idle session of the pool and waits until its backend has exited (its FATAL and its close are
+// on the client's socket by then).
+void Terminate(const PgTestDatabase& db, int pid) {
+  ASSERT_EQ(db.Scalar("SELECT pg_terminate_backend(" + std::to_string(pid) + ", 10000)"), "t");
+}
+
+// An idle connection whose session the server ended is found dead before it is lent (no round trip): the
+// next job runs on a fresh one and succeeds. Before issue 45 that job failed with broken_connection.
+TEST_F(PgPoolTest, KilledConnectionIsReplacedBeforeTheNextJob) {
   PgPool pool(db_->url(), {.connections = 1});
   const int first = BackendPid(pool);
-  db_->Execute("SELECT pg_terminate_backend(" + std::to_string(first) + ")");
-  EXPECT_THROW(Select(pool, "SELECT 1"), pqxx::broken_connection);
+  Terminate(*db_, first);
+  EXPECT_EQ(Select(pool, "SELECT 1"), 1);
+  EXPECT_EQ(pool.replaced(), 1u);
   EXPECT_NE(BackendPid(pool), first);
+  EXPECT_EQ(pool.replaced(), 1u) << "a healthy connection is not replaced";
+}
+
+// The repeat rule against a real server (db/repeat_rule.hpp): a job whose connection dies with its
+// statement sent runs once unless its caller marked it idempotent.
+TEST_F(PgPoolTest, AJobLostWithItsStatementSentRunsAgainOnlyWhenIdempotent) {
+  PgPool pool(db_->url(), {.connections = 1});
+  int calls = 0;
+  auto kill_first = [&](PgConnection& c) -> asio::awaitable<int> {
+    // The first run's own session is ended under its statement: sent, its outcome unknown to the client.
+    const std::string sql = calls++ == 0 ? "SELECT pg_terminate_backend(pg_backend_pid())::int" : "SELECT 7";
+    co_return (co_await c.ExecuteText(sql))[0][0].as<int>();
+  };
+  EXPECT_THROW(RunCoroutine(pool.Run(kill_first)), pqxx::broken_connection);
+  EXPECT_EQ(calls, 1);
+  calls = 0;
+  EXPECT_EQ(RunCoroutine(pool.Run(kill_first, Repeat::kIdempotent)), 7);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(pool.replaced(), 2u);
+}
+
+// A COMMIT whose connection dies under it is never sent again, even by a job marked idempotent: the job
+// says "in doubt" (as the charge store does), and that is the caller's answer. A deferred trigger ends
+// the session at COMMIT.
+TEST_F(PgPoolTest, ACommitInDoubtIsNeverRunAgain) {
+  db_->Execute("CREATE TABLE IF NOT EXISTS doubt (n int)");
+  db_->Execute("CREATE OR REPLACE FUNCTION doubt_die() RETURNS trigger LANGUAGE plpgsql AS "
+               "$$ BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(1); RETURN NULL; END $$");
+  db_->Execute("DROP TRIGGER IF EXISTS doubt_die ON doubt");
+  db_->Execute("CREATE CONSTRAINT TRIGGER doubt_die AFTER INSERT ON doubt DEFERRABLE INITIALLY DEFERRED "
+               "FOR EACH ROW EXECUTE FUNCTION doubt_die()");
+  PgPool pool(db_->url(), {.connections = 1});
+  for (const Repeat repeat : {Repeat::kIfNotSent, Repeat::kIdempotent}) {
+    int calls = 0;
+    auto commit = [&](PgConnection& c) -> asio::awaitable<void> {
+      ++calls;
+      co_await c.ExecuteText("BEGIN");
+      co_await c.ExecuteText("INSERT INTO doubt VALUES (1)");
+      std::optional<std::string> lost;
+      try {
+        co_await c.ExecuteText("COMMIT");
+      } catch (const pqxx::broken_connection& e) {
+        lost = e.what();
+      }
+      if (lost) throw pqxx::in_doubt_error("connection lost during COMMIT: " + *lost);
+    };
+    EXPECT_THROW(RunCoroutine(pool.Run(commit, repeat)), pqxx::in_doubt_error);
+    EXPECT_EQ(calls, 1) << "a commit in doubt was sent again";
+  }
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM doubt"), "0");  // the trigger's session died before committing
+}
+
+// A server that says it is read-only (here: default_transaction_read_only on the database, reported to
+// every session as a hot standby's in_hot_standby is) refuses a write with 25006: the connection is
+// closed and the job runs again on a fresh one; while every fresh one is read-only too, the job fails as
+// unavailable (broken_connection), not as a refused statement. A write inside a READ ONLY transaction on
+// a writable server stays the job's own error.
+TEST_F(PgPoolTest, AConnectionToAReadOnlyServerIsReplacedAndTheWriteRunsOnTheNext) {
+  db_->Execute("CREATE TABLE IF NOT EXISTS standby_writes (n int)");
+  PgPool pool(db_->url(), {.connections = 1});
+  int calls = 0;
+  auto write = [&](PgConnection& c) -> asio::awaitable<void> {
+    ++calls;
+    co_await c.ExecuteText("INSERT INTO standby_writes VALUES (1)");
+  };
+  struct Writable {  // the database is writable again for the next test, whatever happens here
+    const PgTestDatabase& db;
+    ~Writable() { db.ExecuteAsAdmin("ALTER DATABASE " + db.name() + " RESET default_transaction_read_only"); }
+  } writable{*db_};
+  db_->ExecuteAsAdmin("ALTER DATABASE " + db_->name() + " SET default_transaction_read_only = on");
+  EXPECT_GT(BackendPid(pool), 0);  // the pool's one connection, opened read-only
+  EXPECT_THROW(RunCoroutine(pool.Run(write)), pqxx::broken_connection);
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(pool.replaced(), 1u);
+  // The "failover" ends: fresh sessions are writable; the pooled one still is not, and is replaced.
+  db_->ExecuteAsAdmin("ALTER DATABASE " + db_->name() + " RESET default_transaction_read_only");
+  calls = 0;
+  RunCoroutine(pool.Run(write));
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(pool.replaced(), 2u);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM standby_writes"), "1");
+  // Our own READ ONLY transaction refusing a write is not the server's state: one run, the SQLSTATE kept.
+  calls = 0;
+  auto read_only_write = [&](PgConnection& c) -> asio::awaitable<void> {
+    ++calls;
+    co_await c.ExecuteText("BEGIN READ ONLY");
+    co_await c.ExecuteText("INSERT INTO standby_writes VALUES (2)");
+  };
+  try {
+    RunCoroutine(pool.Run(read_only_write, Repeat::kIdempotent));
+    ADD_FAILURE() << "the write was taken";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_EQ(e.sqlstate(), "25006");
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(pool.replaced(), 2u);
 }
 
 // A statement is prepared on a session at its first use there; a replacement session knows none of them,
@@ -194,9 +303,8 @@ TEST_F(PgPoolTest, StatementsArePreparedOncePerConnectionAndAgainOnAReplacement)
   EXPECT_EQ(run(), (std::pair{42, 1}));
   EXPECT_EQ(run(), (std::pair{42, 1}));
   const int first = BackendPid(pool);  // prepares the second
-  db_->Execute("SELECT pg_terminate_backend(" + std::to_string(first) + ")");
-  EXPECT_THROW(run(), pqxx::broken_connection);
-  EXPECT_EQ(run(), (std::pair{42, 1}));
+  Terminate(*db_, first);
+  EXPECT_EQ(run(), (std::pair{42, 1}));  // on a replacement, found before the job ran
 }
 
 // A job whose coroutine is destroyed while its statement is on the wire (its executor shut down) leaves an

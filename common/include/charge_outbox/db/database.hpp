@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -94,11 +95,14 @@ struct DatabaseOptions {
   // Timeouts of every connection, and call_timeout: a job still waiting for a connection past it fails
   // without being sent (PoolOverloaded), one still running is cut short (see CallDeadlines).
   ConnectionSettings connection;
+  // Called (from any thread) each time a connection is closed because its server went away (a restart, a
+  // failover) or turned out read-only, and a fresh one takes its place: the daemon's probe counts it.
+  std::function<void()> on_connection_replaced;
 
   // Another pool of the same daemon (charge-api's authentication and readiness pools): the same
-  // connection settings, its own name in pg_stat_activity and its own size.
+  // connection settings and replacement count, its own name in pg_stat_activity and its own size.
   DatabaseOptions OtherPool(std::string name, std::size_t pool_connections, std::size_t pool_max_queued) const {
-    return {pool_connections, pool_max_queued, std::move(name), connection};
+    return {pool_connections, pool_max_queued, std::move(name), connection, on_connection_replaced};
   }
 };
 
