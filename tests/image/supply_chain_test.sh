@@ -95,8 +95,12 @@ digest=$(cat "$work/digest")
 mapfile -t tags <"$base.tags"
 [[ ${#tags[@]} == 2 && ${tags[1]} =~ ^${tags[0]//./\\.}-[0-9a-f]{12}(-dirty)?$ ]] ||
   fail "the build's tags are '${tags[*]}', expected the version and the version-<12 hex of the commit>[-dirty]"
-[[ ${tags[1]} == "${tags[0]}-$(git -C "$root" rev-parse HEAD | cut -c1-12)"* ]] ||
-  fail "the revision tag ${tags[1]} does not name this checkout's commit"
+# The commit the image was built from (HEAD may have moved since, in a shared checkout): one this
+# repository has, the one its revision tag names.
+revision=$(jq -r .predicate.buildDefinition.externalParameters.source.revision "$base.provenance.json")
+git -C "$root" cat-file -e "$revision^{commit}" 2>/dev/null ||
+  fail "the build's provenance names revision '$revision', which is no commit of this repository"
+[[ ${tags[1]} == "${tags[0]}-${revision:0:12}"* ]] || fail "the revision tag ${tags[1]} does not name the built commit $revision"
 for tag in "${tags[@]}"; do
   served=$(skopeo inspect --tls-verify=false --format '{{.Digest}}' "docker://$repository:$tag") ||
     fail "the registry does not serve $repository:$tag"
@@ -136,10 +140,9 @@ subjects=$(jq -r '[.subject[].digest.sha256] | join(" ")' "$work/provenance.json
 # The build's own statement names the same manifest: the registry serves exactly what was built.
 built=$(jq -r '[.subject[].digest.sha256] | join(" ")' "$base.provenance.json")
 [[ $built == "${digest#sha256:}" ]] || fail "the build's provenance names $built, the registry serves $digest"
-revision=$(git -C "$root" rev-parse HEAD)
 predicate=$work/provenance.json
 [[ $(jq -r .predicate.buildDefinition.externalParameters.source.revision "$predicate") == "$revision" ]] ||
-  fail "the provenance's source revision is not this checkout's $revision"
+  fail "the attested provenance's source revision is not the built commit $revision"
 [[ $(jq -r .predicate.buildDefinition.externalParameters.version "$predicate") == "${tags[0]}" ]] ||
   fail "the provenance's version is not ${tags[0]}"
 [[ -n $(jq -r '.predicate.runDetails.builder.id // ""' "$predicate") &&
