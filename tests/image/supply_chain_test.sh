@@ -73,6 +73,10 @@ start_daemon "$work/registry.pid" "$work/registry.log" docker-registry serve "$w
 wait_http "http://127.0.0.1:$registry_port/v2/" 30
 registry=127.0.0.1:$registry_port
 repository=$registry/charge-outbox
+# Plain http, which skopeo refuses unless the user's configuration names the registry insecure
+# (containers-registries.conf(5)); publish reads the same entry and lets cosign use http too.
+mkdir -p "$HOME/.config/containers"
+printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$registry" >"$HOME/.config/containers/registries.conf"
 
 step "two throwaway key pairs"
 export COSIGN_PASSWORD
@@ -85,7 +89,7 @@ COSIGN_PASSWORD=$(random_hex)
 
 step "deploy/image/publish $repository"
 published=$(COSIGN_BIN=$cosign_bin "$root/deploy/image/publish" --key "$work/release.key" --archive "$archive" \
-  --digestfile "$work/digest" --plain-http "$repository" 2>"$work/publish.log") ||
+  --digestfile "$work/digest" "$repository" 2>"$work/publish.log") ||
   fail "deploy/image/publish failed: $(cat "$work/publish.log")"
 digest=$(cat "$work/digest")
 [[ $published == "$digest" && $digest =~ ^sha256:[0-9a-f]{64}$ ]] ||
@@ -102,7 +106,7 @@ git -C "$root" cat-file -e "$revision^{commit}" 2>/dev/null ||
   fail "the build's provenance names revision '$revision', which is no commit of this repository"
 [[ ${tags[1]} == "${tags[0]}-${revision:0:12}"* ]] || fail "the revision tag ${tags[1]} does not name the built commit $revision"
 for tag in "${tags[@]}"; do
-  served=$(skopeo inspect --tls-verify=false --format '{{.Digest}}' "docker://$repository:$tag") ||
+  served=$(skopeo inspect --format '{{.Digest}}' "docker://$repository:$tag") ||
     fail "the registry does not serve $repository:$tag"
   [[ $served == "$digest" ]] || fail "$repository:$tag is $served, publish pushed $digest"
 done
@@ -161,7 +165,7 @@ jq .predicate "$work/sbom.statement.json" >"$work/sbom.json"
 
 # Every shared library in the pushed image, read from its layer, and the Debian package that owns it here.
 step "the SBOM against the image's libraries and this machine's dpkg"
-skopeo copy --quiet --src-tls-verify=false "docker://$reference" "oci:$work/pulled:image" >/dev/null ||
+skopeo copy --quiet "docker://$reference" "oci:$work/pulled:image" >/dev/null ||
   fail "pulling $reference back failed"
 manifest=$work/pulled/blobs/sha256/${digest#sha256:}
 [[ -f $manifest ]] || fail "the pulled layout has no manifest $digest"
@@ -210,7 +214,7 @@ for type in slsaprovenance1 spdxjson; do
 done
 
 step "an unsigned image fails verification"
-skopeo copy --quiet --dest-tls-verify=false --digestfile "$work/test-double.digest" "oci-archive:$test_double_archive" \
+skopeo copy --quiet --digestfile "$work/test-double.digest" "oci-archive:$test_double_archive" \
   "docker://$registry/charge-outbox-acquirer-sim:${tags[0]}" >/dev/null || fail "pushing the acquirer-sim image failed"
 unsigned=$registry/charge-outbox-acquirer-sim@$(cat "$work/test-double.digest")
 if cosign_check "$work/release.pub" verify "$unsigned" >/dev/null 2>"$work/unsigned.log"; then
