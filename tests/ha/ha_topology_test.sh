@@ -33,7 +33,7 @@ done
 # Under /var/tmp: the postgres user (when root) must reach the data directories.
 work=$(mktemp -d /var/tmp/charge-outbox-ha-test.XXXXXX)
 chmod 755 "$work"
-writer_pid="" producer_pid=""
+writer_pid="" producer_pid="" kafka_starter=""
 # The producer run in the background (and its pipeline's java), when it has not finished by itself.
 stop_producer() {
   [[ -n $producer_pid ]] || return 0
@@ -46,6 +46,10 @@ cleanup() {
   local rc=$?
   [[ -z $writer_pid ]] || kill "$writer_pid" 2>/dev/null || true
   stop_producer
+  if [[ -n $kafka_starter ]]; then
+    kill "$kafka_starter" 2>/dev/null || true
+    wait "$kafka_starter" 2>/dev/null || true
+  fi
   kafka_cluster_stop "$work" || true
   patroni_stop "$work" || true
   if ((rc != 0)); then
@@ -72,6 +76,12 @@ topology_pids() {
     ps -o pid= --ppid "$pm" | tr -d ' '
   done
 }
+
+# The brokers take half a minute to come up: they do while PostgreSQL is tested.
+step "starting three KRaft brokers (in the background)"
+# shellcheck disable=SC2046 # the port specs are words
+kafka_cluster_start "$work" $(kafka_cluster_free_ports) >"$work/kafka-start.log" 2>&1 &
+kafka_starter=$!
 
 # ---- PostgreSQL under Patroni ------------------------------------------------------------------------
 step "starting etcd and two Patroni nodes (synchronous_mode)"
@@ -131,9 +141,11 @@ patroni_wait_healthy "$work" 60 || fail "$old_primary did not rejoin"
 [[ $(patroni_primary "$work") == "$new_primary" ]] || fail "the primary changed when $old_primary came back"
 
 # ---- Three KRaft brokers -----------------------------------------------------------------------------
-step "starting three KRaft brokers"
-# shellcheck disable=SC2046
-kafka_cluster_start "$work" $(kafka_cluster_free_ports)
+step "waiting for the three KRaft brokers"
+rc=0
+wait "$kafka_starter" || rc=$?
+kafka_starter=""
+((rc == 0)) || { cat "$work/kafka-start.log" >&2; fail "the three brokers did not start"; }
 bootstrap=$(kafka_cluster_bootstrap "$work")
 topic=ha-smoke
 kafka_cluster_create_topic "$work" "$topic" 6

@@ -37,12 +37,11 @@ _patroni_dir() { printf '%s/patroni\n' "$1"; }
 
 # Runs a daemon as the owner of the data: `postgres` when root. setpriv execs (runuser forks and waits), so
 # the pid start_daemon records is the daemon's own and a SIGKILL of it kills exactly the daemon.
+# _patroni_owner_cmd HOME [ENV_OPTION...]: the command's prefix, NUL-separated.
 _patroni_owner_cmd() {
-  if [[ $(id -u) -eq 0 ]]; then
-    printf '%s\0' setpriv --reuid=postgres --regid=postgres --init-groups env HOME="$1"
-  else
-    printf '%s\0' env HOME="$1"
-  fi
+  local home=$1; shift
+  if [[ $(id -u) -eq 0 ]]; then printf '%s\0' setpriv --reuid=postgres --regid=postgres --init-groups; fi
+  printf '%s\0' env "$@" HOME="$home"
 }
 
 # A process that has exited counts as gone even while it is a zombie (this machine's init reaps late).
@@ -202,7 +201,10 @@ patroni_start_etcd() {
   _patroni_live_pid "$dir/etcd.pid" "$dir/data" >/dev/null && return 0
   mkdir -p "$dir"
   _patroni_chown "$dir"
-  mapfile -d '' cmd < <(_patroni_owner_cmd "$dir")
+  # etcd reads every ETCD_* variable of its environment as a flag (the stack's ETCD_PORT, say).
+  local var unset=()
+  for var in $(compgen -e | grep '^ETCD_' || true); do unset+=(-u "$var"); done
+  mapfile -d '' cmd < <(_patroni_owner_cmd "$dir" "${unset[@]}")
   start_daemon "$dir/etcd.pid" "$dir/etcd.log" "${cmd[@]}" "$ETCD_BIN" --name etcd1 --data-dir "$dir/data" \
     --listen-client-urls "http://127.0.0.1:$PATRONI_ETCD_PORT" \
     --advertise-client-urls "http://127.0.0.1:$PATRONI_ETCD_PORT" \
@@ -223,6 +225,8 @@ patroni_start_node() {
   mkdir -p "$dir"
   _patroni_chown "$dir"
   _patroni_write_config "$state" "$node"
+  # Whatever the caller's umask (the stack's is 077 after its secrets), Patroni must read it.
+  _patroni_chown "$dir/patroni.yml"
   mapfile -d '' cmd < <(_patroni_owner_cmd "$dir")
   start_daemon "$dir/patroni.pid" "$dir/patroni.log" "${cmd[@]}" "$PATRONI_BIN" "$dir/patroni.yml"
   wait_http "http://127.0.0.1:$(patroni_rest_port "$state" "$node")/liveness" 30
