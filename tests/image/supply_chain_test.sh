@@ -198,8 +198,21 @@ done
 deb_packages=$(grep -c $'\tpkg:deb/debian/' "$work/sbom.tsv" || true)
 say "the SBOM lists $(wc -l <"$work/sbom.tsv") packages, $deb_packages of them Debian's; the image's ${#libraries[@]} libraries come from ${#owners[@]}, each at its installed version"
 
+step "deploy/image/verify, as a platform team runs it"
+"$root/deploy/image/verify" --key "$work/release.pub" "$reference" >"$work/verify.out" 2>"$work/verify.err" ||
+  fail "deploy/image/verify failed for $reference: $(cat "$work/verify.err")"
+grep -qx "provenance: built from .* at $revision.*" "$work/verify.out" ||
+  fail "deploy/image/verify did not print the provenance's source: $(head -n 3 "$work/verify.out")"
+grep -qx "  libssl3 $(dpkg-query -W -f '${Version}' libssl3)" "$work/verify.out" ||
+  fail "deploy/image/verify did not list libssl3 at its installed version: $(cat "$work/verify.out")"
+
 # --- what must fail
 step "another key pair's public key verifies nothing"
+if "$root/deploy/image/verify" --key "$work/other.pub" "$reference" >/dev/null 2>"$work/verify-other.err"; then
+  fail "deploy/image/verify passed with another key pair's public key"
+fi
+grep -q "does not verify with $work/other.pub" "$work/verify-other.err" ||
+  fail "deploy/image/verify with another key failed, but not on the signature: $(cat "$work/verify-other.err")"
 if cosign_check "$work/other.pub" verify "$reference" >/dev/null 2>"$work/other.log"; then
   fail "cosign verify passed with another key pair's public key"
 fi
@@ -222,6 +235,17 @@ if cosign_check "$work/release.pub" verify "$unsigned" >/dev/null 2>"$work/unsig
 fi
 grep -q 'no signatures found' "$work/unsigned.log" ||
   fail "cosign verify of the unsigned image failed, but not for want of a signature: $(cat "$work/unsigned.log")"
+
+# The image's source label and provenance carry the repository's URL, never credentials a clone's URL holds.
+source "$root/deploy/image/lib.sh"
+for case in 'https://ci:ghp_secret@github.com/acme/charges.git|https://github.com/acme/charges.git' \
+  'https://github.com/acme/charges.git?access_token=ghp_secret|https://github.com/acme/charges.git' \
+  'git@github.com:acme/charges.git|git@github.com:acme/charges.git' '/work/main|/work/main'; do
+  [[ $(public_source_url "${case%%|*}") == "${case#*|}" ]] ||
+    fail "public_source_url ${case%%|*} gave $(public_source_url "${case%%|*}"), not ${case#*|}"
+done
+source_uri=$(jq -r .predicate.buildDefinition.externalParameters.source.uri "$predicate")
+[[ ! $source_uri =~ ://[^/]*@ && $source_uri != *\?* ]] || fail "the provenance's source carries credentials: $source_uri"
 
 finished=true
 step "signed, attested and verified offline: $reference"
