@@ -125,6 +125,8 @@ kafka_cluster_start_node() {
   local state=$1 id=$2 dir port cport heap=() voters="" i ports cports
   dir="$(_kafka_cluster_dir "$state")/node$id"
   _kafka_cluster_live_pid "$state" "$id" >/dev/null && return 0
+  # A killed node's pid file: start_daemon would take its zombie (init reaps late) for a live process.
+  rm -f "$dir/kafka.pid"
   read -r -a ports <<<"$KAFKA_CLUSTER_PORTS"
   read -r -a cports <<<"$KAFKA_CLUSTER_CONTROLLER_PORTS"
   port=${ports[id - 1]} cport=${cports[id - 1]}

@@ -199,6 +199,8 @@ patroni_start_etcd() {
   local dir cmd=()
   dir="$(_patroni_dir "$1")/etcd"
   _patroni_live_pid "$dir/etcd.pid" "$dir/data" >/dev/null && return 0
+  # A killed one's pid file: start_daemon would take its zombie for a live process.
+  rm -f "$dir/etcd.pid"
   mkdir -p "$dir"
   _patroni_chown "$dir"
   # etcd reads every ETCD_* variable of its environment as a flag (the stack's ETCD_PORT, say).
@@ -222,6 +224,7 @@ patroni_start_node() {
   _patroni_index "$node" >/dev/null || return 1
   dir="$(_patroni_dir "$state")/$node"
   _patroni_live_pid "$dir/patroni.pid" "$dir/patroni.yml" >/dev/null && return 0
+  rm -f "$dir/patroni.pid"  # as in patroni_start_etcd
   mkdir -p "$dir"
   _patroni_chown "$dir"
   _patroni_write_config "$state" "$node"
@@ -310,14 +313,15 @@ patroni_primary() {
   return 1
 }
 
-# A transaction that takes a transaction id and commits: it needs a primary that accepts writes (and, in
-# strict mode, a synchronous standby that confirms them). Each try is bounded: a primary that hangs
-# (strict mode, no standby) counts as not writable.
+# A transaction that writes WAL and commits: it needs a primary that accepts writes and, while a
+# synchronous standby is required (strict mode), its confirmation. Each try is bounded: a primary that
+# waits for a standby counts as not writable. A transactional logical message writes WAL without a table;
+# `SELECT txid_current()` would not do: a commit without WAL does not wait for the standby.
 patroni_wait_writable() {
   local state=$1 timeout=${2:-60} url start=$SECONDS
   url=$(patroni_url "$state") || return 1
   while ((SECONDS - start < timeout)); do
-    if PGCONNECT_TIMEOUT=2 timeout 5 psql -X -q -tA "$url" -c 'SELECT txid_current()' >/dev/null 2>&1; then
+    if PGCONNECT_TIMEOUT=2 timeout 5 psql -X -q -tA "$url" -c "SELECT pg_logical_emit_message(true, 'patroni.sh', 'writable')" >/dev/null 2>&1; then
       echo $((SECONDS - start))
       return 0
     fi
