@@ -5,13 +5,15 @@
 # The page's blocks carry a name after the language (```sh install); this test runs each named block once,
 # checks what it did (the database, the topic, the cluster, the answers), and fails if the page has a block
 # it did not run, a block without a name, or a command written inline outside a block. What the person
-# brings is brought here as a platform team would: PostgreSQL, Kafka (with an authorizer, for the page's
-# ACLs), the acquirer and a registry run on the host, at the node's address.
+# brings is brought here as a platform team would: PostgreSQL (TLS with a private CA, passwords), Kafka (SASL,
+# an authorizer enforcing the page's ACLs), the acquirer and a registry run on the host, at the node's address.
 #
 # Two things stand in for a person's machine, and nothing else: the Kafka command-line tools are the jars'
 # classes under their usual script names, and helm's install, upgrade and template get one more values
 # file, this test's (one replica of each daemon, plain http to the test's acquirer, which the chart refuses
 # unless told, and a 5 s acquirer visibility window, so that a window report can cover captures just made).
+# And where production would use SASL_SSL with SCRAM, the test's broker speaks SASL_PLAINTEXT with PLAIN
+# (the page takes both from variables); PostgreSQL's TLS is real, checked with verify-full.
 #
 # Arguments: the acquirer-sim binary. Needs root, KUBE_BIN_DIR and HELM_BIN (tests/run), the image
 # (CHARGE_OUTBOX_IMAGE, an OCI archive in BUILD/image/, as tests/run builds it), skopeo and
@@ -118,18 +120,44 @@ YAML
 start_daemon "$state/pids/registry.pid" "$state/logs/registry.log" docker-registry serve "$state/registry/config.yml"
 wait_http "http://127.0.0.1:$registry_port/v2/"
 pg_port=$(free_port)
+# A private CA, as a platform team's: it signs PostgreSQL's certificate, for the node's address, and the
+# page's install mounts it in every pod (global.caBundle) with sslmode verify-full.
+mkdir -p "$state/tls"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$state/tls/ca.key" -out "$state/tls/ca.crt" -days 2 \
+  -subj "/CN=charge-outbox test CA" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout "$state/tls/server.key" -out "$state/tls/server.csr" \
+  -subj "/CN=$node_ip" 2>/dev/null
+openssl x509 -req -in "$state/tls/server.csr" -CA "$state/tls/ca.crt" -CAkey "$state/tls/ca.key" -CAcreateserial \
+  -out "$state/tls/server.crt" -days 2 -extfile <(printf 'subjectAltName=IP:%s\n' "$node_ip") 2>/dev/null
+chown postgres "$state/tls/server.key" && chmod 600 "$state/tls/server.key"
 # Loopback is the administrator's (trusted); the pods and anything at the node's address give passwords,
 # so each daemon's role and the page's passwords are what let it in.
 PG_LISTEN_ADDRESSES="127.0.0.1,$node_ip" PG_PASSWORD_CIDRS="$KUBE_NODE_POD_CIDR $node_ip/32" \
+  PG_EXTRA_SETTINGS="ssl = on"$'\n'"ssl_cert_file = '$state/tls/server.crt'"$'\n'"ssl_key_file = '$state/tls/server.key'" \
   pg_start "$state" "$pg_port" fast
-kafka_port=$(free_port) kafka_controller_port=$(free_port)
-export KAFKA_LISTEN_ADDRESS=$node_ip
-# An authorizer, so that the page's ACL commands run against one and their grants are listed back. Not
-# enforced here: on PLAINTEXT every client, the broker's own heartbeats to its controller included, is
-# User:ANONYMOUS, which must then be a super user (a grant on the cluster would otherwise fence the broker).
-KAFKA_EXTRA_PROPERTIES=$'authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\nsuper.users=User:ANONYMOUS' \
+kafka_port=$(free_port) kafka_controller_port=$(free_port) kafka_sasl_port=$(free_port)
+# Two client listeners: loopback PLAINTEXT, the broker's own (its readiness probe, its heartbeats to its
+# controller), whose User:ANONYMOUS is therefore a super user; and SASL at the node's address, the only one
+# the pods and the page reach, where every client is a user the authorizer checks against the page's ACLs.
+kafka_users=(admin:admin-secret outbox-relay:relay-secret settlement:settlement-secret)
+jaas="org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"admin-secret\""
+for user in "${kafka_users[@]}"; do jaas+=" user_${user%%:*}=\"${user#*:}\""; done
+KAFKA_EXTRA_PROPERTIES="listeners=PLAINTEXT://127.0.0.1:$kafka_port,CONTROLLER://127.0.0.1:$kafka_controller_port,SASL_PLAINTEXT://$node_ip:$kafka_sasl_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$kafka_port,CONTROLLER://127.0.0.1:$kafka_controller_port,SASL_PLAINTEXT://$node_ip:$kafka_sasl_port
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=$jaas;
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:admin" \
   kafka_start "$state" "$kafka_port" "$kafka_controller_port"
 kafka_wait "$kafka_port" 120 "$state"
+# A client's properties for the SASL listener: the administrator's (the page's KAFKA_ADMIN_CONFIG), a
+# consumer's (which must not be able to write).
+kafka_client_config() {
+  printf 'security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="%s" password="%s";\n' "$1" "$2"
+}
+kafka_client_config admin admin-secret >"$state/kafka-admin.properties"
+kafka_client_config settlement settlement-secret >"$state/kafka-consumer.properties"
 acquirer_port=$(free_port)
 mkdir -p "$state/acquirer-sim"
 start_daemon "$state/pids/acquirer-sim.pid" "$state/logs/acquirer-sim.log" \
@@ -141,9 +169,11 @@ wait_http "http://$node_ip:$acquirer_port/healthz"
 # directory (the release build the image comes from is tests/run's).
 export REGISTRY=127.0.0.1:$registry_port
 export DATABASE_ADMIN_URL=$(pg_url "$pg_port" postgres) DATABASE_HOST=$node_ip:$pg_port
+export CA_FILE=$state/tls/ca.crt
 export ACQUIRER_URL=http://$node_ip:$acquirer_port ACQUIRER_API_KEY=ak_docs_test
-export KAFKA_BOOTSTRAP_SERVERS=$node_ip:$kafka_port KAFKA_REPLICATION=1 KAFKA_MIN_ISR=1
-export KAFKA_RELAY_PRINCIPAL=ANONYMOUS KAFKA_CONSUMER_PRINCIPAL=ANONYMOUS
+export KAFKA_BOOTSTRAP_SERVERS=$node_ip:$kafka_sasl_port KAFKA_REPLICATION=1 KAFKA_MIN_ISR=1
+export KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT KAFKA_SASL_MECHANISM=PLAIN KAFKA_ADMIN_CONFIG=$state/kafka-admin.properties
+export KAFKA_RELAY_PRINCIPAL=outbox-relay KAFKA_RELAY_PASSWORD=relay-secret KAFKA_CONSUMER_PRINCIPAL=settlement
 # The project's caches (the Kafka jars) stay where tests/run put them; the person's HOME is new.
 export CHARGE_OUTBOX_CACHE
 export HOME=$state/home
@@ -155,9 +185,13 @@ printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "127.0.0.1:$registry_p
 export PATH=$HOME/.local/bin:$state/bin:$PATH
 mkdir -p "$HOME/.local/bin"
 ln -s "$KUBE_BIN_DIR/kubectl" "$state/bin/kubectl"
+# The person's cosign (the one tests/run builds), and the release key's password, a secret of theirs.
+ln -s "$KUBE_BIN_DIR/cosign" "$state/bin/cosign"
+export COSIGN_PASSWORD=docs-test-$RANDOM
 for tool in kafka-topics.sh:org.apache.kafka.tools.TopicCommand kafka-acls.sh:org.apache.kafka.tools.AclCommand \
             kafka-console-consumer.sh:org.apache.kafka.tools.consumer.ConsoleConsumer \
-            kafka-configs.sh:kafka.admin.ConfigCommand; do
+            kafka-configs.sh:kafka.admin.ConfigCommand \
+            kafka-console-producer.sh:org.apache.kafka.tools.ConsoleProducer; do
   printf '#!/usr/bin/env bash\nsource %q\nsource %q\nkafka_run_class %s "$@"\n' "$root/deploy/local/lib/common.sh" \
     "$root/deploy/local/lib/kafka.sh" "${tool#*:}" >"$state/bin/${tool%%:*}"
   chmod +x "$state/bin/${tool%%:*}"
@@ -200,11 +234,18 @@ run_block variables
 run_block image
 skopeo inspect "docker://$REGISTRY/charge-outbox:$VERSION" >/dev/null ||
   fail "the image step did not push charge-outbox:$VERSION to the registry"
+grep -q '^signature: verified with cosign.pub$' "$state/out/image" &&
+  grep -q '^provenance: built from ' "$state/out/image" && grep -qE '^  libssl3 [0-9]' "$state/out/image" ||
+  fail "the image step did not verify the signature, provenance and SBOM: $(cat "$state/out/image")"
 run_block kafka-topic
 run_block kafka-acls
-kafka-acls.sh --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --list --topic charge-events >"$state/acls" 2>&1
-grep -q 'principal=User:ANONYMOUS.*operation=WRITE' "$state/acls" && grep -q 'operation=READ' "$state/acls" ||
+kafka-acls.sh --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --command-config "$KAFKA_ADMIN_CONFIG" --list \
+  --topic charge-events >"$state/acls" 2>&1
+grep -q 'principal=User:outbox-relay.*operation=WRITE' "$state/acls" &&
+  grep -q 'principal=User:settlement.*operation=READ' "$state/acls" ||
   fail "the page's ACLs are not on the topic: $(cat "$state/acls")"
+[[ $(grep 'operation=WRITE' "$state/acls" | grep -vc 'principal=User:outbox-relay') == 0 ]] ||
+  fail "someone other than the relay may write the topic: $(cat "$state/acls")"
 run_block database
 [[ $(psql_charge "SELECT count(*) FROM pg_tables WHERE tablename IN ('charges', 'outbox', 'operator_actions')
                   AND tableowner = 'charge_owner'") == 3 ]] || fail "the owner did not migrate the schema"
@@ -213,10 +254,13 @@ run_block database
 run_block install
 [[ $(kubectl get namespace "$NAMESPACE" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}') == restricted ]] ||
   fail "the namespace does not enforce Pod Security restricted"
-# Each daemon is connected as its own role, and no runtime role owns anything.
-connected=$(psql_charge "SELECT string_agg(DISTINCT usename, ',') FROM pg_stat_activity WHERE datname = 'charges'")
-grep -q 'charge_api' <<<"$connected" && grep -q 'outbox_relay' <<<"$connected" ||
+# Each daemon is connected as its own role, over TLS (verify-full, against the page's CA: a pod that could not
+# check the server's certificate would not connect at all).
+connected=$(psql_charge "SELECT string_agg(DISTINCT usename || ':' || ssl, ',') FROM pg_stat_activity
+                         JOIN pg_stat_ssl USING (pid) WHERE datname = 'charges' AND usename <> 'postgres'")
+grep -q 'charge_api:t' <<<"$connected" && grep -q 'outbox_relay:t' <<<"$connected" ||
   fail "the daemons are not connected as their roles: $connected"
+grep -q ':f' <<<"$connected" && fail "a daemon is connected without TLS: $connected"
 for component in charge-api outbox-relay; do
   ready=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" \
     -o jsonpath='{range .items[*]}{.spec.containers[0].image} {.status.containerStatuses[0].ready}{"\n"}{end}')
@@ -243,6 +287,14 @@ grep -q '"status":"captured"' "$state/out/first-charge" && grep -q '^HTTP 201$' 
   [[ -n $charge ]] || fail "the first charge was not captured: $(cat "$state/out/first-charge")"
 [[ $(grep -c "^{\"id\":\"$charge\",\"merchant_id\"" "$state/out/first-charge") == 2 ]] ||
   fail "the topic did not show the charge's pending and captured events: $(cat "$state/out/first-charge")"
+# The relay is the topic's only writer: a consumer's principal that tries to write a charge event is refused
+# on the topic (not idempotent, so that the refusal is the topic's, not the cluster's IdempotentWrite).
+echo '{"forged":true}' | kafka-console-producer.sh --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --topic charge-events \
+  --producer.config "$state/kafka-consumer.properties" --producer-property enable.idempotence=false \
+  --producer-property delivery.timeout.ms=10000 --producer-property request.timeout.ms=5000 --sync \
+  >"$state/forged" 2>&1 || true
+grep -q 'TopicAuthorizationException\|Not authorized to access topics' "$state/forged" ||
+  fail "the consumer's principal was not refused writing the topic: $(cat "$state/forged")"
 run_block rotate-revoke
 [[ $NEW_KEY =~ ^sk_[0-9A-Za-z]{43}$ && $NEW_KEY != "$KEY" ]] || fail "key rotate did not give a new key"
 [[ $(post_charge "$NEW_KEY" new-key-1) == 201 ]] || fail "the rotated key was refused: $(cat "$state/body")"
@@ -277,7 +329,7 @@ grep -q "needs_review (not_found_at_acquirer) -> failed by alice" "$state/out/re
    "failed operator_decision" ]] || fail "the decision did not land"
 run_block audit-prune
 run_block window-by-hand
-grep -qi 'window' "$state/out/window-by-hand" || fail "the window report said nothing: $(cat "$state/out/window-by-hand")"
+grep -q '"msg":"window report"' "$state/out/window-by-hand" || fail "the window report wrote no summary line: $(cat "$state/out/window-by-hand")"
 
 # ---- Captures without a charge of ours, made at the acquirer for real ------------------------------------
 # One nobody here made (another environment's), and one whose charge's record was "lost": charge-api's
@@ -317,8 +369,8 @@ run_block relay-logs
 run_block relay-pods
 grep -q "$FULLNAME-outbox-relay" "$state/out/relay-pods" || fail "no relay Deployment listed"
 # Kafka refuses events larger than the topic allows, permanently: the relay parks them.
-kafka-configs.sh --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --alter --entity-type topics \
-  --entity-name charge-events --add-config max.message.bytes=200 >/dev/null
+kafka-configs.sh --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --command-config "$KAFKA_ADMIN_CONFIG" --alter \
+  --entity-type topics --entity-name charge-events --add-config max.message.bytes=200 >/dev/null
 kubectl -n "$NAMESPACE" port-forward "svc/$FULLNAME-charge-api" 18080:80 >/dev/null 2>&1 &
 wait_http_status() { local deadline=$((SECONDS + 30)); until [[ $(post_charge "$NEW_KEY" "$1") == 201 ]]; do
   ((SECONDS < deadline)) || fail "no 201 through the port-forward: $(cat "$state/body")"; sleep 1; done; }
@@ -372,6 +424,13 @@ grep ' token=' "$state/out/security-check" | grep -v ' token=false root=true$' &
   fail "a pod mounts a service-account token or may run as root: $(cat "$state/out/security-check")"
 [[ $(grep -cE '^ (charge_api|charge_reconciler|outbox_relay|charge_operator) +\| f +\| f +\| f +\| f$' "$state/out/security-check") == 4 ]] ||
   fail "the roles' attributes are not all off: $(cat "$state/out/security-check")"
+grep -qE '^ charge_api +\| t +\| TLSv1\.[23]' "$state/out/security-check" &&
+  grep -qE '^ outbox_relay +\| t +\| TLSv1\.[23]' "$state/out/security-check" ||
+  fail "the check did not show the daemons' database connections over TLS: $(cat "$state/out/security-check")"
+grep -qE '^ [a-z_]+ +\| f +\|[^|]*$' "$state/out/security-check" &&
+  fail "a daemon's database connection without TLS: $(cat "$state/out/security-check")"
+grep -q 'principal=User:outbox-relay.*operation=WRITE' "$state/out/security-check" ||
+  fail "the check did not list the relay's grant on the topic: $(cat "$state/out/security-check")"
 
 # ---- Every block of the page ran -------------------------------------------------------------------------
 not_run=$(comm -23 <(sort "$blocks/ORDER") <(printf '%s\n' "${ran[@]}" | sort))
