@@ -123,6 +123,14 @@ TEST_P(ChargeApiPgRestartE2E, NoRequestAfterTheServerIsBackIsAnswered503) {
   // Each dead connection was logged when it was replaced, with the server's reason and no URL.
   EXPECT_THAT(api_->Output(), HasSubstr("closed and replaced: 57P01"));
   EXPECT_THAT(api_->Output(), ::testing::Not(HasSubstr("postgresql://")));
+  // ... and counted: at least the charge pool's connections that the requests drew, at most every pool's.
+  const std::string metrics = HttpTestClient(api_->admin_port()).Get("/metrics").response.body();
+  const std::string name = "\ncharge_api_database_connections_replaced_total ";
+  const auto at = metrics.find(name);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  const double replaced = std::stod(metrics.substr(at + name.size()));
+  EXPECT_GE(replaced, 1.0);
+  EXPECT_LE(replaced, kPoolSize + 2 + 1) << "charge pool, key pool (auth.pool_size 2), readiness pool (1)";
   pqxx::connection conn(server_->url());
   pqxx::nontransaction tx(conn);
   EXPECT_EQ(tx.exec("SELECT count(*)::int FROM charges WHERE idempotency_key LIKE 'after-%'")[0][0].as<int>(),

@@ -146,7 +146,7 @@ struct ChargeApiApp::Parts {
       : config(std::move(c)),
         registry(metrics::NewRegistry()),
         probe(*registry),
-        database(config.database_url, config.database),
+        database(config.database_url, Counted(config.database)),
         store(charges::MakePgChargeStore(database)),
         review(charges::MakePgReviewStore(database)),
         background_work(asio::make_work_guard(background)),
@@ -159,8 +159,8 @@ struct ChargeApiApp::Parts {
                  .deadline = config.deadline,
                  .acquirer_request_timeout = config.acquirer.request_timeout,
                  .max_acquirer_runs = config.acquirer.max_connections + config.acquirer.max_queued}),
-        auth_database(config.database_url,
-                      config.database.OtherPool("charge-api-auth", config.auth_pool_size, config.auth_max_queued)),
+        auth_database(config.database_url, Counted(config.database.OtherPool("charge-api-auth", config.auth_pool_size,
+                                                                             config.auth_max_queued))),
         auth_store(merchants::MakePgMerchantStore(auth_database)),
         keys(*auth_store, probe,
              {.ttl = config.auth_cache_ttl,
@@ -169,7 +169,7 @@ struct ChargeApiApp::Parts {
         failed_auth({.rate = config.auth_failed_rate, .burst = config.auth_failed_burst}, config.auth_failed_clients),
         merchant_rate({.rate = config.merchant_rate, .burst = config.merchant_burst}, kMaxMerchantsTracked),
         router(service, keys, failed_auth, merchant_rate, probe),
-        readiness_database(config.database_url, config.database.OtherPool("charge-api-readiness", 1, 16)),
+        readiness_database(config.database_url, Counted(config.database.OtherPool("charge-api-readiness", 1, 16))),
         readiness(readiness_database, db::EmbeddedSchemaVersion(), config.readiness_reuse),
         admin_router(readiness, *registry, probe),
         server(ApiServerOptions(config.http, config.refusal_pacing, probe),
@@ -177,6 +177,12 @@ struct ChargeApiApp::Parts {
                  return router.Handle(std::move(request), peer);
                }),
         admin_server(config.admin, [this](http::Request request) { return admin_router.Handle(std::move(request)); }) {}
+
+  // `options` with its replaced connections counted by the probe (constructed before every pool).
+  db::DatabaseOptions Counted(db::DatabaseOptions options) {
+    options.on_connection_replaced = [this] { probe.OnDatabaseConnectionReplaced(); };
+    return options;
+  }
 
   // Refreshes charges_pending_overdue (the alert that something is stuck, whatever the cause) and
   // charges_needs_review (what waits for a person).

@@ -36,7 +36,11 @@ ChargeApiProbe::ChargeApiProbe(metrics::Registry& registry)
                                    "Facts a client was answered on but the database has not taken yet, retried until written")),
       unflagged_contradictions_(metrics::Counter(
           registry, "charge_api_unflagged_contradictions_total",
-          "Acquirer proofs against a state another actor recorded first whose review flag could not be written")) {
+          "Acquirer proofs against a state another actor recorded first whose review flag could not be written")),
+      database_connections_replaced_(metrics::Counter(
+          registry, "charge_api_database_connections_replaced_total",
+          "Database connections closed because their server went away or turned read-only, each replaced by a "
+          "fresh one")) {
   // Every label value is known up front: the series exist (at 0) before the first event.
   for (const char* outcome : {"found", "unknown", "error"}) auth_lookups_.Add({{"outcome", outcome}});
   for (const char* reason : {"failed_auth_limit", "merchant_rate_limit"}) refused_.Add({{"reason", reason}});
@@ -100,5 +104,7 @@ void ChargeApiProbe::SetNeedsReview(const std::vector<std::pair<std::string, std
     if (!now.contains(reason)) needs_review_.Add({{"reason", reason}}).Set(0);
   }
 }
+
+void ChargeApiProbe::OnDatabaseConnectionReplaced() { database_connections_replaced_.Increment(); }
 
 }  // namespace charge_outbox::charge_api

@@ -46,6 +46,9 @@ class ChargeApiProbe {
   // client was told "under review", the record still says otherwise until a person or the window report
   // flags it.
   void OnUnflaggedContradiction();
+  // A pooled database connection closed because its server went away (a restart, a failover) or turned
+  // read-only, and replaced by a fresh one (db::DatabaseOptions::on_connection_replaced).
+  void OnDatabaseConnectionReplaced();
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
@@ -65,6 +68,7 @@ class ChargeApiProbe {
   prometheus::Counter& refusals_held_;
   prometheus::Gauge& late_records_;
   prometheus::Counter& unflagged_contradictions_;
+  prometheus::Counter& database_connections_replaced_;
 };
 
 }  // namespace charge_outbox::charge_api
