@@ -23,8 +23,33 @@ free_port() {
   die "no free port found between 20000 and $low"
 }
 
+# free_port_pairs N: N pairs "A:B" of free ports, all 2N distinct (a cluster's nodes, each with two ports).
+free_port_pairs() {
+  local taken=" " out=() p i pair
+  for ((i = 0; i < $1; i++)); do
+    pair=""
+    while [[ $pair != *:* ]]; do
+      p=$(free_port)
+      [[ $taken == *" $p "* ]] && continue
+      taken+="$p "
+      pair=${pair:+$pair:}$p
+    done
+    out+=("$pair")
+  done
+  echo "${out[*]}"
+}
+
+# True if the process exists and is not a zombie: kill -0 succeeds on a zombie, and on a machine whose init
+# reaps orphans late a SIGKILLed daemon stays one long enough to look alive (a restart then did nothing).
+process_alive() {
+  local state
+  kill -0 "$1" 2>/dev/null || return 1
+  state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ $state != Z ]]
+}
+
 # True if the pid file names a live process.
-pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+pid_alive() { [[ -f $1 ]] && process_alive "$(cat "$1")"; }
 
 # Stops the process named by a pid file: SIGTERM, up to `timeout` seconds, then SIGKILL. A process that
 # start_daemon started leads its own process group, so the group is signalled too: a timer loop's
@@ -33,16 +58,17 @@ stop_pid_file() {
   local pid_file=$1 timeout=${2:-20} pid
   [[ -f $pid_file ]] || return 0
   pid=$(cat "$pid_file")
+  # A zombie leader may still have a live group (a timer loop's child): signalled all the same.
   if kill -0 "$pid" 2>/dev/null; then
     if [[ $(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ') == "$pid" ]]; then
       kill -TERM -- "-$pid" 2>/dev/null || true
     fi
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 $((timeout * 10))); do
-      kill -0 "$pid" 2>/dev/null || break
+      process_alive "$pid" || break
       sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if process_alive "$pid"; then
       say "pid $pid did not stop within ${timeout}s; killing it"
       kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
     fi

@@ -23,20 +23,7 @@
 
 _kafka_cluster_dir() { printf '%s/kafka-cluster\n' "$1"; }
 
-kafka_cluster_free_ports() {
-  local taken=" " out=() p i pair
-  for ((i = 0; i < 3; i++)); do
-    pair=""
-    while [[ $pair != *:* ]]; do
-      p=$(free_port)
-      [[ $taken == *" $p "* ]] && continue
-      taken+="$p "
-      pair=${pair:+$pair:}$p
-    done
-    out+=("$pair")
-  done
-  echo "${out[*]}"
-}
+kafka_cluster_free_ports() { free_port_pairs 3; }
 
 # Loads KAFKA_CLUSTER_PORTS and KAFKA_CLUSTER_CONTROLLER_PORTS (space-separated, node 1 first).
 _kafka_cluster_load() {

@@ -97,17 +97,7 @@ patroni_url() {
   echo "postgresql://postgres@${hosts[*]}/${2:-postgres}?target_session_attrs=read-write"
 }
 
-patroni_free_ports() {
-  local n=$1 taken=" " out=() p i
-  _pick() { while :; do p=$(free_port); [[ $taken == *" $p "* ]] || { taken+="$p "; echo "$p"; return; }; done; }
-  local a b
-  for ((i = 0; i <= n; i++)); do
-    a=$(_pick); taken+="$a "
-    b=$(_pick); taken+="$b "
-    out+=("$a:$b")
-  done
-  echo "${out[*]}"
-}
+patroni_free_ports() { free_port_pairs $(($1 + 1)); }  # etcd's pair, then each node's
 
 _patroni_mode_json() {
   case $1 in
