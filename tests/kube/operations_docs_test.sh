@@ -10,8 +10,9 @@
 #
 # Two things stand in for a person's machine, and nothing else: the Kafka command-line tools are the jars'
 # classes under their usual script names, and helm's install, upgrade and template get one more values
-# file, this test's (one replica of each daemon, plain http to the test's acquirer, which the chart refuses
-# unless told, and a 5 s acquirer visibility window, so that a window report can cover captures just made).
+# file, this test's (one replica of each daemon, the test acquirer's certificate checked against the page's
+# CA, global.acquirer.trustCaBundle, and a 5 s acquirer visibility window, so that a window report can cover
+# captures just made).
 # And where production would use SASL_SSL with SCRAM, the test's broker speaks SASL_PLAINTEXT with PLAIN
 # (the page takes both from variables); PostgreSQL's TLS is real, checked with verify-full.
 #
@@ -25,6 +26,7 @@ source "$root/deploy/local/lib/kube.sh"
 source "$root/deploy/local/lib/kube_node.sh"
 source "$root/deploy/local/lib/postgres.sh"
 source "$root/deploy/local/lib/kafka.sh"
+source "$root/tests/kube/test_tls.sh"
 acquirer_sim=${1:?usage: operations_docs_test.sh ACQUIRER_SIM_BIN}
 helm_bin=${HELM_BIN:?HELM_BIN is not set: tests/run builds helm and exports it}
 : "${KUBE_BIN_DIR:?KUBE_BIN_DIR is not set: tests/run builds the control plane and node (kube_fetch)}"
@@ -93,6 +95,7 @@ on_exit() {
   kill $(jobs -p) 2>/dev/null || true
   kube_node_stop "$state" || true
   kube_stop "$state" || true
+  stop_pid_file "$state/pids/acquirer-tls.pid" 5 || true
   stop_pid_file "$state/pids/acquirer-sim.pid" 5 || true
   stop_pid_file "$state/pids/registry.pid" 5 || true
   kafka_stop "$state" || true
@@ -120,15 +123,9 @@ YAML
 start_daemon "$state/pids/registry.pid" "$state/logs/registry.log" docker-registry serve "$state/registry/config.yml"
 wait_http "http://127.0.0.1:$registry_port/v2/"
 pg_port=$(free_port)
-# A private CA, as a platform team's: it signs PostgreSQL's certificate, for the node's address, and the
-# page's install mounts it in every pod (global.caBundle) with sslmode verify-full.
-mkdir -p "$state/tls"
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$state/tls/ca.key" -out "$state/tls/ca.crt" -days 2 \
-  -subj "/CN=charge-outbox test CA" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -keyout "$state/tls/server.key" -out "$state/tls/server.csr" \
-  -subj "/CN=$node_ip" 2>/dev/null
-openssl x509 -req -in "$state/tls/server.csr" -CA "$state/tls/ca.crt" -CAkey "$state/tls/ca.key" -CAcreateserial \
-  -out "$state/tls/server.crt" -days 2 -extfile <(printf 'subjectAltName=IP:%s\n' "$node_ip") 2>/dev/null
+# A private CA, as a platform team's: it signs the certificate of PostgreSQL and of the acquirer, for the
+# node's address, and the page's install mounts it in every pod (global.caBundle) with sslmode verify-full.
+test_ca_make "$state/tls" "$node_ip"
 chown postgres "$state/tls/server.key" && chmod 600 "$state/tls/server.key"
 # Loopback is the administrator's (trusted); the pods and anything at the node's address give passwords,
 # so each daemon's role and the page's passwords are what let it in.
@@ -158,19 +155,23 @@ kafka_client_config() {
 }
 kafka_client_config admin admin-secret >"$state/kafka-admin.properties"
 kafka_client_config settlement settlement-secret >"$state/kafka-consumer.properties"
-acquirer_port=$(free_port)
+acquirer_port=$(free_port) acquirer_tls_port=$(free_port)
 mkdir -p "$state/acquirer-sim"
 start_daemon "$state/pids/acquirer-sim.pid" "$state/logs/acquirer-sim.log" \
-  env HTTP_ADDRESS="$node_ip" HTTP_PORT="$acquirer_port" DATA_DIR="$state/acquirer-sim" \
+  env HTTP_ADDRESS=127.0.0.1 HTTP_PORT="$acquirer_port" DATA_DIR="$state/acquirer-sim" \
   AUTH_API_KEYS=ak_docs_test "$acquirer_sim"
-wait_http "http://$node_ip:$acquirer_port/healthz"
+wait_http "http://127.0.0.1:$acquirer_port/healthz"
+# The pods reach it over TLS only, with a certificate from the page's CA: the release image refuses plain
+# http to another host.
+tls_front_start "$state/pids/acquirer-tls.pid" "$state/logs/acquirer-tls.log" "$node_ip" "$acquirer_tls_port" \
+  "$acquirer_port" "$state/tls"
 
 # The person's shell: their variables, their tools on PATH, a checkout of this repository as the working
 # directory (the release build the image comes from is tests/run's).
 export REGISTRY=127.0.0.1:$registry_port
 export DATABASE_ADMIN_URL=$(pg_url "$pg_port" postgres) DATABASE_HOST=$node_ip:$pg_port
 export CA_FILE=$state/tls/ca.crt
-export ACQUIRER_URL=http://$node_ip:$acquirer_port ACQUIRER_API_KEY=ak_docs_test
+export ACQUIRER_URL=https://$node_ip:$acquirer_tls_port ACQUIRER_API_KEY=ak_docs_test
 export KAFKA_BOOTSTRAP_SERVERS=$node_ip:$kafka_sasl_port KAFKA_REPLICATION=1 KAFKA_MIN_ISR=1
 export KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT KAFKA_SASL_MECHANISM=PLAIN KAFKA_ADMIN_CONFIG=$state/kafka-admin.properties
 export KAFKA_RELAY_PRINCIPAL=outbox-relay KAFKA_RELAY_PASSWORD=relay-secret KAFKA_CONSUMER_PRINCIPAL=settlement
@@ -198,7 +199,7 @@ for tool in kafka-topics.sh:org.apache.kafka.tools.TopicCommand kafka-acls.sh:or
 done
 cat >"$state/test-values.yaml" <<YAML
 global:
-  acquirer: {insecurePlainHttp: true}
+  acquirer: {trustCaBundle: true}
 chargeApi:
   replicas: 1
 outboxRelay:
@@ -335,7 +336,7 @@ grep -q '"msg":"window report"' "$state/out/window-by-hand" || fail "the window 
 # One nobody here made (another environment's), and one whose charge's record was "lost": charge-api's
 # reference and key. The window report (this test's values: a 5 s visibility window) finds both.
 capture_at_acquirer() {
-  curl -sS -X POST "$ACQUIRER_URL/v1/captures" -H "Authorization: Bearer $ACQUIRER_API_KEY" \
+  curl -sS --cacert "$CA_FILE" -X POST "$ACQUIRER_URL/v1/captures" -H "Authorization: Bearer $ACQUIRER_API_KEY" \
     -H "Idempotency-Key: $1" -H 'Content-Type: application/json' \
     -d '{"amount": '"$2"', "currency": "BRL", "reference": "'"$3"'", "payment_method": "pm_tok_visa"}' | jq -r .id
 }
@@ -354,7 +355,8 @@ run_block orphan-list
 grep -q "$stray" "$state/out/orphan-list" && grep -q "$lost" "$state/out/orphan-list" ||
   fail "orphan list did not show both captures"
 run_block orphan-void
-[[ $(curl -sS "$ACQUIRER_URL/v1/captures/$stray" -H "Authorization: Bearer $ACQUIRER_API_KEY" | jq -r .status) == voided ]] ||
+[[ $(curl -sS --cacert "$CA_FILE" "$ACQUIRER_URL/v1/captures/$stray" -H "Authorization: Bearer $ACQUIRER_API_KEY" |
+   jq -r .status) == voided ]] ||
   fail "the orphan void did not void the capture at the acquirer"
 CAPTURE=$lost
 run_block orphan-adopt

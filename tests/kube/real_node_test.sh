@@ -14,6 +14,7 @@ source "$root/deploy/local/lib/common.sh"
 source "$root/deploy/local/lib/kube.sh"
 source "$root/deploy/local/lib/kube_node.sh"
 source "$root/deploy/local/lib/postgres.sh"
+source "$root/tests/kube/test_tls.sh"
 acquirer_sim=${1:?usage: real_node_test.sh ACQUIRER_SIM_BIN}
 helm=${HELM_BIN:?HELM_BIN is not set: tests/run builds helm and exports it}
 : "${KUBE_BIN_DIR:?KUBE_BIN_DIR is not set: tests/run builds the control plane and node (kube_fetch)}"
@@ -35,6 +36,7 @@ on_exit() {
   fi
   kube_node_stop "$state" || true
   kube_stop "$state" || true
+  stop_pid_file "$state/pids/acquirer-tls.pid" 5 || true
   stop_pid_file "$state/pids/acquirer-sim.pid" 5 || true
   pg_stop "$state" || true
   rm -rf "$state"
@@ -52,13 +54,18 @@ step "PostgreSQL and acquirer-sim on the host, at $node_ip"
 pg_port=$(free_port)
 PG_LISTEN_ADDRESSES="127.0.0.1,$node_ip" PG_TRUST_CIDR=$KUBE_NODE_POD_CIDR pg_start "$state" "$pg_port" fast
 pg_ensure_database "$pg_port" charge
-acquirer_port=$(free_port)
+acquirer_port=$(free_port) acquirer_tls_port=$(free_port)
 acquirer_key=ak_real_node_$(random_hex | head -c 16)
 mkdir -p "$state/acquirer-sim"
 start_daemon "$state/pids/acquirer-sim.pid" "$state/logs/acquirer-sim.log" \
-  env HTTP_ADDRESS="$node_ip" HTTP_PORT="$acquirer_port" DATA_DIR="$state/acquirer-sim" \
+  env HTTP_ADDRESS=127.0.0.1 HTTP_PORT="$acquirer_port" DATA_DIR="$state/acquirer-sim" \
   AUTH_API_KEYS="$acquirer_key" "$acquirer_sim"
-wait_http "http://$node_ip:$acquirer_port/healthz"
+wait_http "http://127.0.0.1:$acquirer_port/healthz"
+# The pods reach it over TLS, its certificate from a private CA the release mounts (global.caBundle): the
+# release image refuses plain http to another host.
+test_ca_make "$state/tls" "$node_ip"
+tls_front_start "$state/pids/acquirer-tls.pid" "$state/logs/acquirer-tls.log" "$node_ip" "$acquirer_tls_port" \
+  "$acquirer_port" "$state/tls"
 
 step "the release, its Secrets made beforehand as an operator makes them"
 namespace=payments release=pay
@@ -73,11 +80,13 @@ done
 database_url=postgresql://postgres@$node_ip:$pg_port/charge
 kubectl -n "$namespace" create secret generic charge-outbox-database --from-literal=database-url="$database_url" >/dev/null
 kubectl -n "$namespace" create secret generic charge-outbox-acquirer --from-literal=api-key="$acquirer_key" >/dev/null
-acquirer_url=http://$node_ip:$acquirer_port
+kubectl -n "$namespace" create secret generic charge-outbox-ca --from-file=ca.crt="$state/tls/ca.crt" >/dev/null
+acquirer_url=https://$node_ip:$acquirer_tls_port
 # The daemons' Deployments stay at zero replicas and the reconciler's schedule suspended: this test is the
 # hook and the operator's command; the daemons' own pods have theirs.
 "$helm" install "$release" "$chart" -n "$namespace" --set global.acquirer.url="$acquirer_url" \
-  --set global.acquirer.insecurePlainHttp=true --set outboxRelay.kafka.bootstrapServers="$node_ip:9" \
+  --set global.caBundle.secretName=charge-outbox-ca --set global.acquirer.trustCaBundle=true \
+  --set outboxRelay.kafka.bootstrapServers="$node_ip:9" \
   --set outboxRelay.kafka.allowUnauthenticated=true --set chargeApi.replicas=0 --set outboxRelay.replicas=0 \
   --set reconciler.cronjob.suspend=true --timeout 300s >"$state/install.out" 2>&1 ||
   fail "helm install: $(cat "$state/install.out"; kubectl -n "$namespace" get pods -o wide 2>&1)"
@@ -104,8 +113,8 @@ charge=$(psql_charge "
 [[ $charge == ch_* ]] || fail "could not insert the charge: $charge"
 
 # docs/operations.md, "Charges that need a person": the one-off pod of the release's image and Secrets.
-# One variable more than the docs show: this test's acquirer speaks plain http, which charge-admin, like
-# the daemons, refuses to another host unless told.
+# What the release's pod template would carry besides (the docs' plugin copies it): the CA the test
+# acquirer's certificate is checked against.
 image=charge-outbox:$(sed -n 's/^appVersion: "\(.*\)"$/\1/p' "$chart/Chart.yaml")
 admin_overrides() {
   local args
@@ -117,9 +126,11 @@ admin_overrides() {
     "env":[{"name":"DATABASE_URL","valueFrom":{"secretKeyRef":{"name":"charge-outbox-database","key":"database-url"}}},
            {"name":"ACQUIRER_API_KEY","valueFrom":{"secretKeyRef":{"name":"charge-outbox-acquirer","key":"api-key"}}},
            {"name":"ACQUIRER_URL","value":$url},
-           {"name":"ACQUIRER_ALLOW_PLAIN_HTTP","value":"true"}],
+           {"name":"ACQUIRER_TLS_CA_FILE","value":"/etc/charge-outbox-ca/ca.crt"}],
+    "volumeMounts":[{"name":"ca-bundle","mountPath":"/etc/charge-outbox-ca","readOnly":true}],
     "securityContext":{"runAsNonRoot":true,"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true,
-                       "capabilities":{"drop":["ALL"]},"seccompProfile":{"type":"RuntimeDefault"}}}]}}'
+                       "capabilities":{"drop":["ALL"]},"seccompProfile":{"type":"RuntimeDefault"}}}],
+    "volumes":[{"name":"ca-bundle","secret":{"secretName":"charge-outbox-ca"}}]}}'
 }
 # The docs' one-liner: attached, removed when done. kubectl may miss the output of a pod that ends before
 # it attaches (the docs say so), so only a read is run this way, and read again if nothing came back.

@@ -64,6 +64,13 @@ AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader, cons
   // Checked last, so that a problem found above is the one named first. Every call carries the API key
   // and card tokens: over plain HTTP beyond this machine they would travel in clear.
   const bool allow_plain_http = reader.Boolean("acquirer.allow_plain_http", false);
+  if (!origin.tls && !IsLoopback(origin) && rules.release) {
+    throw config::ConfigError("acquirer.url",
+                              "is plain http:// to another host, and this is a release build "
+                              "(CHARGE_OUTBOX_FAILPOINTS=OFF, as in the container image), which never sends the API "
+                              "key and card tokens in clear, acquirer.allow_plain_http or not; use https:// (a test "
+                              "acquirer behind TLS, its CA in acquirer.tls.ca_file)");
+  }
   if (!origin.tls && !allow_plain_http && !IsLoopback(origin)) {
     throw config::ConfigError("acquirer.url",
                               "is plain http:// to another host, so the API key and card tokens would travel in "

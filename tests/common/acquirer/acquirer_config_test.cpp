@@ -72,6 +72,26 @@ TEST(LoadAcquirerClientConfig, AReleaseBuildAlwaysVerifiesTheAcquirersCertificat
   EXPECT_FALSE(AcquirerBuildRules::kThisBuild.release);
 }
 
+TEST(LoadAcquirerClientConfig, AReleaseBuildNeverSendsInClearToAnotherHost) {
+  const auto load = [](const std::string& yaml, const AcquirerBuildRules& rules) -> std::string {
+    auto reader = ConfigReader::FromString(yaml, Env({{"ACQUIRER_API_KEY", "k"}}));
+    try {
+      LoadAcquirerClientConfig(reader, rules);
+    } catch (const ConfigError& e) {
+      return e.key() + ": " + e.problem();
+    }
+    return "(no error)";
+  };
+  const std::string plain = "acquirer:\n  url: http://10.0.0.5:8081\n  allow_plain_http: true\n";
+  const auto refused = load(plain, AcquirerBuildRules{.release = true});
+  EXPECT_THAT(refused, ::testing::StartsWith("acquirer.url: "));
+  EXPECT_THAT(refused, ::testing::HasSubstr("release build"));
+  // A test build keeps the explicit switch; loopback and https are a release build's too.
+  EXPECT_EQ(load(plain, AcquirerBuildRules{.release = false}), "(no error)");
+  EXPECT_EQ(load("acquirer:\n  url: http://127.0.0.1:8081\n", AcquirerBuildRules{.release = true}), "(no error)");
+  EXPECT_EQ(load("acquirer:\n  url: https://10.0.0.5:8443\n", AcquirerBuildRules{.release = true}), "(no error)");
+}
+
 TEST(LoadAcquirerClientConfig, DefaultsWithOnlyUrlAndKey) {
   auto reader = ConfigReader::FromString("acquirer:\n  url: http://127.0.0.1:8081\n",
                                          Env({{"ACQUIRER_API_KEY", "sk_test_1"}}));

@@ -47,13 +47,14 @@ struct AcquirerClientConfig {
 //   acquirer.retry.backoff.base (1s), acquirer.retry.backoff.max (8s), acquirer.retry.backoff.budget (15s).
 // Throws config::ConfigError naming the key. A release build (CHARGE_OUTBOX_FAILPOINTS=OFF, the container
 // image) refuses acquirer.tls.verify: false, as it refuses FAILPOINTS: trust a private CA with
-// acquirer.tls.ca_file instead. Plain http:// to another host needs acquirer.allow_plain_http in any build.
+// acquirer.tls.ca_file instead. Plain http:// to another host is refused by a release build, and needs
+// acquirer.allow_plain_http in a test build.
 AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader);
 
 // What the build allows; LoadAcquirerClientConfig(reader) uses this build's (kThisBuild), the overload
 // below lets a test build check a release build's rules.
 struct AcquirerBuildRules {
-  bool release = false;  // a release build: no way to turn TLS verification off
+  bool release = false;  // a release build: no way to turn TLS verification off or to send in clear to another host
   static const AcquirerBuildRules kThisBuild;
 };
 AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader, const AcquirerBuildRules& rules);
