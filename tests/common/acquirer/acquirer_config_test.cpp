@@ -44,28 +44,30 @@ TEST(LoadAcquirerClientConfig, PlainHttpBeyondThisMachineNeedsAnExplicitOptIn) {
   }
 }
 
+// "key: problem" of the config error a build with these rules raises, or "(no error)".
+std::string LoadUnder(const std::string& yaml, const AcquirerBuildRules& rules) {
+  auto reader = ConfigReader::FromString(yaml, Env({{"ACQUIRER_API_KEY", "k"}}));
+  try {
+    LoadAcquirerClientConfig(reader, rules);
+  } catch (const ConfigError& e) {
+    return e.key() + ": " + e.problem();
+  }
+  return "(no error)";
+}
+
 TEST(LoadAcquirerClientConfig, AReleaseBuildAlwaysVerifiesTheAcquirersCertificate) {
-  const auto load = [](const std::string& yaml, const AcquirerBuildRules& rules) -> std::string {
-    auto reader = ConfigReader::FromString(yaml, Env({{"ACQUIRER_API_KEY", "k"}}));
-    try {
-      LoadAcquirerClientConfig(reader, rules);
-    } catch (const ConfigError& e) {
-      return e.key() + ": " + e.problem();
-    }
-    return "(no error)";
-  };
   const std::string off = "acquirer:\n  url: https://acquirer.example\n  tls:\n    verify: false\n";
-  const auto refused = load(off, AcquirerBuildRules{.release = true});
+  const auto refused = LoadUnder(off, AcquirerBuildRules{.release = true});
   EXPECT_THAT(refused, ::testing::StartsWith("acquirer.tls.verify: "));
   EXPECT_THAT(refused, ::testing::HasSubstr("release build"));
   EXPECT_THAT(refused, ::testing::HasSubstr("acquirer.tls.ca_file"));
-  EXPECT_EQ(load(off, AcquirerBuildRules{.release = false}), "(no error)");
+  EXPECT_EQ(LoadUnder(off, AcquirerBuildRules{.release = false}), "(no error)");
   // The same through the environment, as ACQUIRER_TLS_VERIFY would come.
   auto reader = ConfigReader::FromString("acquirer:\n  url: https://acquirer.example\n",
                                          Env({{"ACQUIRER_API_KEY", "k"}, {"ACQUIRER_TLS_VERIFY", "false"}}));
   EXPECT_THROW(LoadAcquirerClientConfig(reader, AcquirerBuildRules{.release = true}), ConfigError);
   // Verification on, or a private CA: a release build's way to trust a test acquirer.
-  EXPECT_EQ(load("acquirer:\n  url: https://acquirer.example\n  tls:\n    ca_file: /etc/ca.pem\n",
+  EXPECT_EQ(LoadUnder("acquirer:\n  url: https://acquirer.example\n  tls:\n    ca_file: /etc/ca.pem\n",
                  AcquirerBuildRules{.release = true}),
             "(no error)");
   // The tests are a test build (failpoints compiled in): the one-argument form keeps their rules.
@@ -73,23 +75,14 @@ TEST(LoadAcquirerClientConfig, AReleaseBuildAlwaysVerifiesTheAcquirersCertificat
 }
 
 TEST(LoadAcquirerClientConfig, AReleaseBuildNeverSendsInClearToAnotherHost) {
-  const auto load = [](const std::string& yaml, const AcquirerBuildRules& rules) -> std::string {
-    auto reader = ConfigReader::FromString(yaml, Env({{"ACQUIRER_API_KEY", "k"}}));
-    try {
-      LoadAcquirerClientConfig(reader, rules);
-    } catch (const ConfigError& e) {
-      return e.key() + ": " + e.problem();
-    }
-    return "(no error)";
-  };
   const std::string plain = "acquirer:\n  url: http://10.0.0.5:8081\n  allow_plain_http: true\n";
-  const auto refused = load(plain, AcquirerBuildRules{.release = true});
+  const auto refused = LoadUnder(plain, AcquirerBuildRules{.release = true});
   EXPECT_THAT(refused, ::testing::StartsWith("acquirer.url: "));
   EXPECT_THAT(refused, ::testing::HasSubstr("release build"));
   // A test build keeps the explicit switch; loopback and https are a release build's too.
-  EXPECT_EQ(load(plain, AcquirerBuildRules{.release = false}), "(no error)");
-  EXPECT_EQ(load("acquirer:\n  url: http://127.0.0.1:8081\n", AcquirerBuildRules{.release = true}), "(no error)");
-  EXPECT_EQ(load("acquirer:\n  url: https://10.0.0.5:8443\n", AcquirerBuildRules{.release = true}), "(no error)");
+  EXPECT_EQ(LoadUnder(plain, AcquirerBuildRules{.release = false}), "(no error)");
+  EXPECT_EQ(LoadUnder("acquirer:\n  url: http://127.0.0.1:8081\n", AcquirerBuildRules{.release = true}), "(no error)");
+  EXPECT_EQ(LoadUnder("acquirer:\n  url: https://10.0.0.5:8443\n", AcquirerBuildRules{.release = true}), "(no error)");
 }
 
 TEST(LoadAcquirerClientConfig, DefaultsWithOnlyUrlAndKey) {
