@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/kafka/event_publisher.hpp"
 
 namespace charge_outbox::kafka {
@@ -21,6 +22,9 @@ const std::map<std::string, std::string> kEnforced = {
     {"acks", "all"},                 // persisted on every in-sync replica before the report says so
     {"partitioner", "murmur2_random"},  // the Java client's key -> partition mapping
 };
+
+// After a fatal error, how long PublishBatch still waits for the reports of the requests in flight.
+constexpr std::chrono::milliseconds kFatalSettle{1000};
 
 bool IsPermanent(rd_kafka_resp_err_t err) {
   // Errors about the message itself: sending it again gives the same answer.
@@ -42,45 +46,18 @@ DeliveryResult Classify(rd_kafka_resp_err_t err, rd_kafka_msg_status_t status) {
 
 class RdKafkaPublisher final : public EventPublisher {
  public:
-  explicit RdKafkaPublisher(RdKafkaOptions options) : options_(std::move(options)) {
-    rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    char err[512];
-    auto set = [&](const std::string& key, const std::string& value) {
-      if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-        rd_kafka_conf_destroy(conf);
-        throw KafkaConfigError("kafka property " + key + ": " + err);
-      }
-    };
-    // The relay creates its topic with the configured partitions; a metadata request must not create it
-    // first with the broker's defaults (configuration may turn this back on).
-    set("allow.auto.create.topics", "false");
-    for (const auto& [key, value] : options_.properties) {
-      if (const auto it = kEnforced.find(key); it != kEnforced.end() && it->second != value) {
-        rd_kafka_conf_destroy(conf);
-        throw KafkaConfigError("kafka property " + key + " must be " + it->second +
-                               " (the relay's ordering and delivery guarantees depend on it); remove it");
-      }
-      set(key, value);
-    }
-    set("bootstrap.servers", options_.bootstrap_servers);
-    for (const auto& [key, value] : kEnforced) set(key, value);
-    rd_kafka_conf_set_opaque(conf, this);
-    rd_kafka_conf_set_dr_msg_cb(conf, &RdKafkaPublisher::OnDelivery);
-    rd_kafka_conf_set_error_cb(conf, &RdKafkaPublisher::OnError);
-    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    if (rk_ == nullptr) {
-      rd_kafka_conf_destroy(conf);
-      throw KafkaConfigError(std::string("kafka producer: ") + err);
-    }
-  }
+  explicit RdKafkaPublisher(RdKafkaOptions options) : options_(std::move(options)) { Create(); }
 
-  ~RdKafkaPublisher() override {
-    // Whatever is still queued belongs to an abandoned batch: its rows are unpublished and will be sent
-    // again by whoever owns the shard next, so dropping it loses nothing.
-    rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    rd_kafka_flush(rk_, 2000);
-    if (topic_ != nullptr) rd_kafka_topic_destroy(topic_);
-    rd_kafka_destroy(rk_);
+  ~RdKafkaPublisher() override { Destroy(); }
+
+  void Recreate() override {
+    Destroy();
+    {
+      std::lock_guard lock(mutex_);
+      fatal_reason_.clear();
+      fatal_ = false;
+    }
+    Create();
   }
 
   std::vector<DeliveryResult> PublishBatch(const std::vector<Message>& messages, const std::atomic<bool>& cancel,
@@ -94,7 +71,9 @@ class RdKafkaPublisher final : public EventPublisher {
     const auto deadline = options_.delivery_deadline.count() > 0
                               ? std::chrono::steady_clock::now() + options_.delivery_deadline
                               : std::chrono::steady_clock::time_point::max();
-    auto waiting = [&] { return !cancel.load() && !fatal() && std::chrono::steady_clock::now() < deadline; };
+    auto waiting = [&] {
+      return !cancel.load() && !CheckFatal() && std::chrono::steady_clock::now() < deadline;
+    };
     for (std::size_t i = 0; i < messages.size(); ++i) {
       const auto& m = messages[i];
       while (true) {
@@ -109,6 +88,7 @@ class RdKafkaPublisher final : public EventPublisher {
         break;
       }
     }
+    MaybeInjectFatalError();
     // flush, not poll: it serves the reports the same way, and it sends what lingers at once (linger.ms is
     // ignored while it runs), so linger.ms batches the burst of produce calls without delaying its tail.
     while (remaining_ > 0 && waiting()) {
@@ -127,7 +107,11 @@ class RdKafkaPublisher final : public EventPublisher {
         if (!reported_[i]) results_[i] = {DeliveryStatus::kAbandoned, why};
       }
     }
-    if (fatal()) {
+    if (CheckFatal()) {
+      // What was in flight may still be reported persisted (librdkafka purges its queues at a fatal error
+      // but lets the requests already sent finish): wait a moment for those, which are then not sent again.
+      const auto settle = std::chrono::steady_clock::now() + kFatalSettle;
+      while (remaining_ > 0 && !cancel.load() && std::chrono::steady_clock::now() < settle) rd_kafka_flush(rk_, 100);
       for (std::size_t i = 0; i < results_.size(); ++i) {
         if (!reported_[i]) results_[i] = {DeliveryStatus::kFatal, fatal_reason()};
       }
@@ -180,6 +164,61 @@ class RdKafkaPublisher final : public EventPublisher {
   }
 
  private:
+  void Create() {
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    char err[512];
+    auto set = [&](const std::string& key, const std::string& value) {
+      if (rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        throw KafkaConfigError("kafka property " + key + ": " + err);
+      }
+    };
+    // The relay creates its topic with the configured partitions; a metadata request must not create it
+    // first with the broker's defaults (configuration may turn this back on).
+    set("allow.auto.create.topics", "false");
+    for (const auto& [key, value] : options_.properties) {
+      if (const auto it = kEnforced.find(key); it != kEnforced.end() && it->second != value) {
+        rd_kafka_conf_destroy(conf);
+        throw KafkaConfigError("kafka property " + key + " must be " + it->second +
+                               " (the relay's ordering and delivery guarantees depend on it); remove it");
+      }
+      set(key, value);
+    }
+    set("bootstrap.servers", options_.bootstrap_servers);
+    for (const auto& [key, value] : kEnforced) set(key, value);
+    rd_kafka_conf_set_opaque(conf, this);
+    rd_kafka_conf_set_dr_msg_cb(conf, &RdKafkaPublisher::OnDelivery);
+    rd_kafka_conf_set_error_cb(conf, &RdKafkaPublisher::OnError);
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (rk_ == nullptr) {
+      rd_kafka_conf_destroy(conf);
+      throw KafkaConfigError(std::string("kafka producer: ") + err);
+    }
+  }
+
+  void Destroy() {
+    // Whatever is still queued belongs to an abandoned batch: its rows are unpublished and will be sent
+    // again (by this loop after Recreate, or by whoever owns the shard next), so dropping it loses nothing.
+    rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_flush(rk_, 2000);
+    if (topic_ != nullptr) rd_kafka_topic_destroy(topic_);
+    topic_ = nullptr;
+    rd_kafka_destroy(rk_);
+    rk_ = nullptr;
+  }
+
+  // The relay.producer_fatal_error failpoint (docs/failpoints.md): once per process, in the second batch
+  // of the first producer (one batch already delivered), once its messages are produced and before their
+  // reports are awaited, the producer raises a fatal error as librdkafka would after a broker loss
+  // (OUT_OF_ORDER_SEQUENCE_NUMBER), through librdkafka's test hook.
+  void MaybeInjectFatalError() {
+    static std::atomic<bool> injected{false};
+    if (batch_ != 2 || injected.load() || !failpoints::Hit("relay.producer_fatal_error")) return;
+    if (injected.exchange(true)) return;
+    rd_kafka_test_fatal_error(rk_, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                              "injected by the relay.producer_fatal_error failpoint");
+  }
+
   rd_kafka_resp_err_t Produce(const Message& m, std::size_t index) {
     rd_kafka_headers_t* headers = rd_kafka_headers_new(m.headers.size());
     for (const auto& [name, value] : m.headers) {
@@ -215,15 +254,24 @@ class RdKafkaPublisher final : public EventPublisher {
     self->Report(static_cast<std::size_t>(tag & 0xFFFFFFFFu), Classify(message->err, rd_kafka_message_status(message)));
   }
 
-  static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
+  // Whether the producer has a fatal error, asking librdkafka itself: its error callback comes with a later
+  // poll, after the delivery reports of the messages the error purged, so the batch they belong to would
+  // not know. The caller logs the error once, with what it does about it.
+  bool CheckFatal() {
+    if (fatal_.load()) return true;
+    char text[512];
+    const auto original = rd_kafka_fatal_error(rk_, text, sizeof text);
+    if (original == RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+    std::lock_guard lock(mutex_);
+    fatal_reason_ = std::string(rd_kafka_err2name(original)) + ": " + text;
+    fatal_ = true;
+    return true;
+  }
+
+  static void OnError(rd_kafka_t*, int err, const char* reason, void* opaque) {
     auto* self = static_cast<RdKafkaPublisher*>(opaque);
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
-      char text[512];
-      const auto original = rd_kafka_fatal_error(rk, text, sizeof text);
-      std::lock_guard lock(self->mutex_);
-      self->fatal_reason_ = std::string(rd_kafka_err2name(original)) + ": " + text;
-      self->fatal_ = true;
-      spdlog::error("kafka producer fatal error: {}", self->fatal_reason_);
+      self->CheckFatal();
       return;
     }
     // Transport errors while a broker is down come here repeatedly; librdkafka retries by itself.

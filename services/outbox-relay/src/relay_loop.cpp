@@ -7,6 +7,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/log/log.hpp"
@@ -196,11 +197,8 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
 
   while (!stop.load()) {
     Beat();
-    if (publisher_.fatal()) {
-      spdlog::error("kafka producer is unusable: {}; exiting so that a fresh process takes over",
-                    publisher_.fatal_reason());
-      return kExitFatalProducer;
-    }
+    // A fatal error seen outside a batch (librdkafka reports it from any poll).
+    if (publisher_.fatal() && !RecreateProducer()) return kExitFatalProducer;
     if (!session_.IsOpen()) {
       // A new session holds no locks: start from nothing and rebalance at once.
       ready_ = false;
@@ -307,14 +305,36 @@ int RelayLoop::Run(const std::atomic<bool>& stop) {
         wait_after_failure();
         break;
       case BatchOutcome::kFatal:
-        spdlog::error("kafka producer is unusable: {}; exiting so that a fresh process takes over",
-                      publisher_.fatal_reason());
-        MarkDelivered();
-        return kExitFatalProducer;
+        if (!RecreateProducer()) return kExitFatalProducer;
+        failures = 0;
+        break;
     }
   }
   if (session_.IsOpen()) MarkDelivered();
   return 0;
+}
+
+bool RelayLoop::RecreateProducer() {
+  // What was reported persisted is marked (a new producer changes nothing about it); every other event
+  // of the batch is unpublished and not in unmarked_, so the next claim takes it again: wave 0 is each
+  // charge's first unpublished event, which keeps per-charge order across the new producer.
+  MarkDelivered();
+  const auto reason = publisher_.fatal_reason();
+  const auto undelivered = std::exchange(undelivered_at_fatal_, 0);
+  const auto started = Clock::now();
+  try {
+    publisher_.Recreate();
+  } catch (const kafka::KafkaConfigError& e) {
+    spdlog::error("kafka producer fatal error: {}; recreating the producer failed ({}), exiting so that a fresh "
+                  "process takes over",
+                  reason, e.what());
+    return false;
+  }
+  probe_.OnProducerRecreated();
+  spdlog::error("kafka producer fatal error: {}; producer recreated in {}ms, {} events of the batch without a "
+                "persisted report are sent again",
+                reason, std::chrono::duration_cast<milliseconds>(Clock::now() - started).count(), undelivered);
+  return true;
 }
 
 bool RelayLoop::MarkDue() const {
@@ -385,7 +405,9 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
   std::int64_t retriable = 0;
   std::int64_t parked = 0;
   std::int64_t held = 0;
-  bool fatal = false;
+  // The producer, not the messages: it is recreated, and what it did not deliver is sent again. The
+  // messages themselves may carry kFatal or the purge's _PURGE_QUEUE, both transient.
+  const bool fatal = publisher_.fatal();
   std::string first_error;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (!sent[i]) {  // held behind its charge's undelivered event, or not sent because we are stopping
@@ -393,10 +415,6 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
       continue;
     }
     const auto& result = results[i];
-    if (result.status == kafka::DeliveryStatus::kFatal) {  // the producer, not the message: the process restarts
-      fatal = true;
-      continue;
-    }
     switch (kafka::RetryabilityOf(result.status)) {
       case retry::Retryability::kDefinitive:
         unmarked_.push_back({.position = batch[i].position, .created_at_us = batch[i].created_at_us});
@@ -426,9 +444,11 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
   // or with a later batch's.
   const bool marked = !MarkDue() || MarkDelivered();
   if (parked > 0) probe_.OnParked(parked);
-  if (retriable > 0 || (held > 0 && stop.load())) {
+  if (retriable > 0 || (held > 0 && (stop.load() || fatal))) {
     probe_.OnRetriableErrors(retriable);
-    if (stop.load()) {
+    if (fatal) {
+      undelivered_at_fatal_ = retriable + held;  // RecreateProducer logs it
+    } else if (stop.load()) {
       spdlog::info("stopping: abandoned {} of {} events without a success report; they stay unpublished",
                    retriable + held, batch.size());
     } else {

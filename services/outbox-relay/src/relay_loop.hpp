@@ -50,7 +50,8 @@ struct RelayLoopOptions {
   std::chrono::milliseconds topic_timeout{10'000};
 };
 
-// Exit status when the producer hit a fatal error (the process restarts clean).
+// Exit status when Kafka refuses to create the topic, or a producer could not be recreated after a fatal
+// error (the process restarts clean).
 inline constexpr int kExitFatalProducer = 1;
 
 // The JSON Schema of an event type's payload, named in ce_dataschema: kDataSchemaBase + type + ".json", the
@@ -90,7 +91,8 @@ class RelayLoop {
   RelayLoop(outbox::RelaySession& session, kafka::EventPublisher& publisher, RelayProbe& probe,
             RelayLoopOptions options);
 
-  // Returns when `stop` is set (0) or on a fatal producer error or a topic Kafka refuses to create (1).
+  // Returns when `stop` is set (0), or when Kafka refuses to create the topic or a producer cannot be
+  // recreated (1). A fatal producer error recreates the producer and goes on (RecreateProducer).
   // A batch in flight when `stop` is set is abandoned: whatever has no success report stays unpublished.
   int Run(const std::atomic<bool>& stop);
 
@@ -109,6 +111,9 @@ class RelayLoop {
   BatchOutcome PublishBatch(const std::vector<outbox::OutboxEvent>& batch, const std::atomic<bool>& stop);
   // Marks the delivered events not marked yet; false (and they are forgotten: sent again) if that failed.
   bool MarkDelivered();
+  // After a fatal producer error: marks what was delivered, logs the error, recreates the producer;
+  // the events without a persisted report stay unpublished and are claimed again. False if it failed.
+  bool RecreateProducer();
   bool MarkDue() const;
   // Before the loop waits on anything but the database for longer than a mark's delay (a backoff, a long
   // linger, Kafka's slow reports): its claims' transaction holds locks a DDL statement would wait behind.
@@ -124,6 +129,7 @@ class RelayLoop {
   std::vector<outbox::DeliveredRow> unmarked_;
   std::vector<std::int64_t> unmarked_positions_;
   std::chrono::steady_clock::time_point oldest_unmarked_;
+  std::int64_t undelivered_at_fatal_ = 0;  // events of the batch a fatal error cut short, for the log
   std::atomic<bool> ready_{false};
   std::atomic<std::chrono::steady_clock::rep> progress_{std::chrono::steady_clock::now().time_since_epoch().count()};
 };

@@ -33,6 +33,9 @@ RelayProbe::RelayProbe(metrics::Registry& registry, int workers)
                                           "Day partitions dropped by retention")),
       database_errors_(metrics::Counter(registry, "outbox_database_errors_total",
                                         "Database operations of the relay loop that failed (retried)")),
+      producer_recreations_(metrics::Counter(registry, "outbox_producer_recreations_total",
+                                             "Kafka producers destroyed and created again after a fatal producer "
+                                             "error; their events without a persisted report are sent again")),
       owned_by_worker_(static_cast<std::size_t>(workers), 0) {}
 
 void RelayProbe::SetBacklog(const outbox::BacklogStats& stats) {
@@ -70,5 +73,6 @@ void RelayProbe::OnRetention(const outbox::RetentionReport& report) {
 }
 
 void RelayProbe::OnDatabaseError() { database_errors_.Increment(); }
+void RelayProbe::OnProducerRecreated() { producer_recreations_.Increment(); }
 
 }  // namespace charge_outbox::outbox_relay

@@ -28,6 +28,7 @@ class RelayProbe {
   void SetOwnership(int worker, std::size_t owned_shards, int members);
   void OnRetention(const outbox::RetentionReport& report);
   void OnDatabaseError();
+  void OnProducerRecreated();
 
  private:
   prometheus::Gauge& lag_;
@@ -45,6 +46,7 @@ class RelayProbe {
   prometheus::Gauge& retention_kept_;
   prometheus::Counter& retention_dropped_;
   prometheus::Counter& database_errors_;
+  prometheus::Counter& producer_recreations_;
   std::mutex mutex_;
   std::vector<std::size_t> owned_by_worker_;
 };

@@ -22,9 +22,9 @@ namespace charge_outbox::failpoints {
 // Every failpoint of the product (docs/failpoints.md); FAILPOINTS naming
 // another is a config error, so a typo in a crash test cannot pass silently by never firing.
 inline const std::vector<std::string> kKnownPoints = {
-    "charge.before_intent_commit",  "charge.after_intent_commit",       "charge.after_acquirer_response",
-    "relay.after_publish_before_mark", "reconciler.after_acquirer_lookup", "reconciler.before_transition",
-    "reconciler.after_void",           "inbox.after_commit_before_offset_commit",
+    "charge.before_intent_commit",     "charge.after_intent_commit",        "charge.after_acquirer_response",
+    "relay.after_publish_before_mark", "relay.producer_fatal_error",        "reconciler.after_acquirer_lookup",
+    "reconciler.before_transition",    "reconciler.after_void",             "inbox.after_commit_before_offset_commit",
 };
 
 enum class Action { kNone, kCrash, kError, kSleep };

@@ -32,12 +32,12 @@ enum class DeliveryStatus {
   kDelivered,
   kNotDelivered,  // not persisted, or not known to be (timed out, broker unreachable, topic missing)
   kPermanent,     // the broker or client refuses this message itself (too large, invalid): sending again fails
-  kFatal,         // the producer is unusable (rd_kafka_fatal_error): the process must restart
+  kFatal,         // the producer is unusable (rd_kafka_fatal_error): it must be recreated (Recreate)
   kAbandoned,     // the caller cancelled before a delivery report arrived: unknown, treat as not delivered
 };
 
 // What may be done with the message: delivered is kDefinitive; refused is kNever; every other status is
-// kTransient, the message is sent again (after kFatal, by the fresh process that takes over). The one
+// kTransient, the message is sent again (after kFatal, by the recreated producer). The one
 // place Kafka's transient statuses are listed.
 retry::Retryability RetryabilityOf(DeliveryStatus status);
 
@@ -70,9 +70,17 @@ class EventPublisher {
   // Creates the topic if it does not exist (an existing one is left as it is).
   virtual TopicResult EnsureTopic(int partitions, int replication_factor, std::chrono::milliseconds timeout) = 0;
 
-  // Set once a fatal producer error happened; the publisher is then unusable.
+  // Set once a fatal producer error happened; the publisher is then unusable until Recreate.
   virtual bool fatal() const = 0;
+  // `NAME: reason` of the fatal error (rd_kafka_fatal_error's original error), empty while there is none.
   virtual std::string fatal_reason() const = 0;
+
+  // Destroys the producer, after waiting a moment for the reports of what it had in flight (they are
+  // dropped: the caller already treats those messages as not delivered), and makes a new one with the same
+  // configuration, with no fatal error. The only way on after a fatal error: librdkafka's producer (its
+  // idempotence state: producer id, epoch, sequences) cannot be repaired in place. Throws KafkaConfigError
+  // if librdkafka refuses to create the new one.
+  virtual void Recreate() = 0;
 };
 
 struct RdKafkaOptions {
