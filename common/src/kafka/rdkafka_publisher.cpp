@@ -6,9 +6,12 @@
 #include <librdkafka/rdkafka.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include "charge_outbox/failpoints/failpoints.hpp"
 #include "charge_outbox/kafka/event_publisher.hpp"
@@ -156,6 +159,44 @@ class RdKafkaPublisher final : public EventPublisher {
     return result;
   }
 
+  StallReport DiagnoseStall(std::chrono::milliseconds timeout) override {
+    if (topic_ == nullptr) topic_ = rd_kafka_topic_new(rk_, options_.topic.c_str(), nullptr);
+    const int ms = static_cast<int>(timeout.count());
+    const rd_kafka_metadata_t* md = nullptr;
+    if (const auto err = rd_kafka_metadata(rk_, 0, topic_, &md, ms); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return {StallCause::kBrokersUnreachable, std::string("no metadata from any broker: ") + rd_kafka_err2name(err) +
+                                                   ": " + rd_kafka_err2str(err)};
+    }
+    StallReport report{StallCause::kUnknown, "every partition has a leader and enough in-sync replicas"};
+    // Kafka 3.7 and later (KIP-966) require min(min.insync.replicas, replication factor) in sync; the
+    // comparison below takes the same minimum per partition.
+    const int min_isr = MinInsyncReplicas(ms);
+    if (md->topic_cnt < 1 || md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const auto err = md->topic_cnt < 1 ? RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART : md->topics[0].err;
+      report.detail = std::string("topic ") + options_.topic + ": " + rd_kafka_err2name(err);
+    } else {
+      const auto& topic = md->topics[0];
+      for (int i = 0; i < topic.partition_cnt && report.cause != StallCause::kNoLeader; ++i) {
+        const auto& p = topic.partitions[i];
+        const std::string partition = "partition " + std::to_string(p.id);
+        if (p.leader < 0 || p.err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE) {
+          report = {StallCause::kNoLeader, partition + " has no leader"};
+        } else if (report.cause == StallCause::kUnknown && min_isr > 0 &&
+                   p.isr_cnt < std::min(min_isr, p.replica_cnt)) {
+          report = {StallCause::kNotEnoughReplicas, partition + " has " + std::to_string(p.isr_cnt) + " of " +
+                                                        std::to_string(p.replica_cnt) +
+                                                        " replicas in sync, below min.insync.replicas " +
+                                                        std::to_string(min_isr)};
+        } else if (report.cause == StallCause::kUnknown && min_isr <= 0 && p.isr_cnt < p.replica_cnt) {
+          report.detail = partition + " has " + std::to_string(p.isr_cnt) + " of " + std::to_string(p.replica_cnt) +
+                          " replicas in sync (min.insync.replicas unknown: DescribeConfigs refused or timed out)";
+        }
+      }
+    }
+    rd_kafka_metadata_destroy(md);
+    return report;
+  }
+
   bool fatal() const override { return fatal_.load(); }
 
   std::string fatal_reason() const override {
@@ -254,6 +295,38 @@ class RdKafkaPublisher final : public EventPublisher {
     self->Report(static_cast<std::size_t>(tag & 0xFFFFFFFFu), Classify(message->err, rd_kafka_message_status(message)));
   }
 
+  // The topic's min.insync.replicas (DescribeConfigs), or -1 if the cluster did not say.
+  int MinInsyncReplicas(int timeout_ms) {
+    char err[512];
+    rd_kafka_ConfigResource_t* resource = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, options_.topic.c_str());
+    rd_kafka_AdminOptions_t* admin_options = rd_kafka_AdminOptions_new(rk_, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    rd_kafka_AdminOptions_set_request_timeout(admin_options, timeout_ms, err, sizeof err);
+    rd_kafka_queue_t* queue = rd_kafka_queue_new(rk_);
+    rd_kafka_DescribeConfigs(rk_, &resource, 1, admin_options, queue);
+    rd_kafka_event_t* event = rd_kafka_queue_poll(queue, timeout_ms + 1000);
+    int value = -1;
+    if (event != nullptr && rd_kafka_event_error(event) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      std::size_t n = 0;
+      const auto** resources =
+          rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(event), &n);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::size_t m = 0;
+        const auto** entries = rd_kafka_ConfigResource_configs(resources[i], &m);
+        for (std::size_t j = 0; j < m; ++j) {
+          const char* text = rd_kafka_ConfigEntry_value(entries[j]);
+          if (std::string_view(rd_kafka_ConfigEntry_name(entries[j])) == "min.insync.replicas" && text != nullptr) {
+            value = std::atoi(text);
+          }
+        }
+      }
+    }
+    if (event != nullptr) rd_kafka_event_destroy(event);
+    rd_kafka_queue_destroy(queue);
+    rd_kafka_AdminOptions_destroy(admin_options);
+    rd_kafka_ConfigResource_destroy(resource);
+    return value;
+  }
+
   // Whether the producer has a fatal error, asking librdkafka itself: its error callback comes with a later
   // poll, after the delivery reports of the messages the error purged, so the batch they belong to would
   // not know. The caller logs the error once, with what it does about it.
@@ -301,6 +374,17 @@ retry::Retryability RetryabilityOf(DeliveryStatus status) {
     case DeliveryStatus::kPermanent: return retry::Retryability::kNever;
   }
   return retry::Retryability::kNever;
+}
+
+std::string_view StallCauseName(StallCause cause) {
+  switch (cause) {
+    case StallCause::kNone: return "none";
+    case StallCause::kBrokersUnreachable: return "brokers_unreachable";
+    case StallCause::kNoLeader: return "no_leader";
+    case StallCause::kNotEnoughReplicas: return "not_enough_replicas";
+    case StallCause::kUnknown: return "unknown";
+  }
+  return "unknown";
 }
 
 std::unique_ptr<EventPublisher> MakeRdKafkaPublisher(RdKafkaOptions options) {

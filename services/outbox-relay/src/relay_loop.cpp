@@ -27,6 +27,8 @@ constexpr milliseconds kArmRetry{2};
 // to wake. Under a flow of more than one event per ten polls it never sleeps, so writers never notify.
 constexpr int kAwakePolls = 10;
 constexpr milliseconds kShortestPoll{2};
+// How long asking the cluster why a batch was not delivered may take, per request (metadata, configs).
+constexpr milliseconds kDiagnoseTimeout{2000};
 
 }  // namespace
 
@@ -452,8 +454,16 @@ RelayLoop::BatchOutcome RelayLoop::PublishBatch(const std::vector<outbox::Outbox
       spdlog::info("stopping: abandoned {} of {} events without a success report; they stay unpublished",
                    retriable + held, batch.size());
     } else {
-      spdlog::warn("{} of {} events not delivered, sending again: {}", retriable, batch.size(), first_error);
+      // The report alone rarely names the cause (below min.insync.replicas, librdkafka retries until
+      // message.timeout.ms and reports a timeout): ask the cluster, so the log and the gauge say why.
+      EndClaims();
+      const auto stall = publisher_.DiagnoseStall(kDiagnoseTimeout);
+      probe_.SetKafkaStall(stall.cause);
+      spdlog::warn("{} of {} events not delivered, sending again: {}; kafka: {}: {}", retriable, batch.size(),
+                   first_error, kafka::StallCauseName(stall.cause), stall.detail);
     }
+  } else if (!fatal && !stop.load()) {
+    probe_.SetKafkaStall(kafka::StallCause::kNone);
   }
   probe_.OnBatch(Clock::now() - started, batch.size());
   if (fatal) return BatchOutcome::kFatal;

@@ -36,7 +36,15 @@ RelayProbe::RelayProbe(metrics::Registry& registry, int workers)
       producer_recreations_(metrics::Counter(registry, "outbox_producer_recreations_total",
                                              "Kafka producers destroyed and created again after a fatal producer "
                                              "error; their events without a persisted report are sent again")),
-      owned_by_worker_(static_cast<std::size_t>(workers), 0) {}
+      kafka_stalled_(metrics::GaugeFamily(registry, "outbox_kafka_stalled",
+                                          "1 for why the relay's last batch was not delivered, as the cluster's "
+                                          "metadata tells, 0 for the other causes; all 0 once a batch is delivered")),
+      owned_by_worker_(static_cast<std::size_t>(workers), 0) {
+  for (const auto cause : {kafka::StallCause::kBrokersUnreachable, kafka::StallCause::kNoLeader,
+                           kafka::StallCause::kNotEnoughReplicas, kafka::StallCause::kUnknown}) {
+    stall_causes_.emplace_back(cause, &kafka_stalled_.Add({{"cause", std::string(kafka::StallCauseName(cause))}}));
+  }
+}
 
 void RelayProbe::SetBacklog(const outbox::BacklogStats& stats) {
   lag_.Set(stats.oldest_age_seconds);
@@ -74,5 +82,9 @@ void RelayProbe::OnRetention(const outbox::RetentionReport& report) {
 
 void RelayProbe::OnDatabaseError() { database_errors_.Increment(); }
 void RelayProbe::OnProducerRecreated() { producer_recreations_.Increment(); }
+
+void RelayProbe::SetKafkaStall(kafka::StallCause cause) {
+  for (auto& [c, gauge] : stall_causes_) gauge->Set(c == cause ? 1.0 : 0.0);
+}
 
 }  // namespace charge_outbox::outbox_relay

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
+#include "charge_outbox/kafka/event_publisher.hpp"
 #include "charge_outbox/metrics/metrics.hpp"
 #include "charge_outbox/outbox/outbox_store.hpp"
 
@@ -29,6 +31,8 @@ class RelayProbe {
   void OnRetention(const outbox::RetentionReport& report);
   void OnDatabaseError();
   void OnProducerRecreated();
+  // 1 for the cause of the last undelivered batch, 0 for the others; all 0 (kNone) once one is delivered.
+  void SetKafkaStall(kafka::StallCause cause);
 
  private:
   prometheus::Gauge& lag_;
@@ -47,6 +51,8 @@ class RelayProbe {
   prometheus::Counter& retention_dropped_;
   prometheus::Counter& database_errors_;
   prometheus::Counter& producer_recreations_;
+  prometheus::Family<prometheus::Gauge>& kafka_stalled_;
+  std::vector<std::pair<kafka::StallCause, prometheus::Gauge*>> stall_causes_;
   std::mutex mutex_;
   std::vector<std::size_t> owned_by_worker_;
 };

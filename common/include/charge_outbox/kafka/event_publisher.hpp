@@ -46,6 +46,24 @@ struct DeliveryResult {
   std::string error;  // empty when delivered
 };
 
+// Why messages are not being delivered, as far as the cluster's metadata tells (DiagnoseStall). A
+// producer with acks=all retries NOT_ENOUGH_REPLICAS and a missing leader by itself until
+// message.timeout.ms, then reports a plain timeout: the report alone does not name the cause.
+enum class StallCause {
+  kNone,                // delivered: nothing stalls
+  kBrokersUnreachable,  // no broker answered a metadata request
+  kNoLeader,            // a partition of the topic has no leader
+  kNotEnoughReplicas,   // a partition has fewer in-sync replicas than the topic's min.insync.replicas
+  kUnknown,             // the metadata shows nothing wrong (or could not say: DescribeConfigs refused)
+};
+// The metric label value of a cause (`brokers_unreachable`, ...); "none" for kNone.
+std::string_view StallCauseName(StallCause cause);
+
+struct StallReport {
+  StallCause cause = StallCause::kNone;
+  std::string detail;  // which partition, how many replicas in sync, the error
+};
+
 enum class TopicErrc { kNone, kUnavailable, kRefused };
 struct TopicResult {
   TopicErrc code = TopicErrc::kNone;
@@ -69,6 +87,10 @@ class EventPublisher {
 
   // Creates the topic if it does not exist (an existing one is left as it is).
   virtual TopicResult EnsureTopic(int partitions, int replication_factor, std::chrono::milliseconds timeout) = 0;
+
+  // After messages were not delivered: asks the cluster (metadata, and the topic's min.insync.replicas)
+  // why, within about `timeout` per request. Same thread as PublishBatch.
+  virtual StallReport DiagnoseStall(std::chrono::milliseconds timeout) = 0;
 
   // Set once a fatal producer error happened; the publisher is then unusable until Recreate.
   virtual bool fatal() const = 0;
