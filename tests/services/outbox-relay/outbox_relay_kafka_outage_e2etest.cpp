@@ -1,5 +1,6 @@
 // Kafka stopped for 30 s while events keep coming, then restarted: nothing is lost, per-charge order
-// holds, the lag gauge (read from the table) grows during the outage and recovers after it, and the stuck
+// holds, the lag gauge (read from the table) grows during the outage and recovers after it, the relay says
+// why it waits (`outbox_kafka_stalled{cause="brokers_unreachable"}`, and in its warning), and the stuck
 // relay holds no lock a DDL statement on the outbox would wait behind.
 //
 // This suite needs a broker it may stop, so it starts its own: the same `kafka_start`/`kafka_stop`
@@ -17,7 +18,10 @@ namespace charge_outbox::testing {
 namespace {
 
 using namespace std::chrono_literals;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+
+constexpr const char* kUnreachable = "outbox_kafka_stalled{cause=\"brokers_unreachable\"}";
 
 TEST(OutboxRelayKafkaOutageE2E, KafkaStoppedFor30SecondsLosesNothingAndTheLagRecovers) {
   OwnBroker broker;
@@ -34,6 +38,11 @@ TEST(OutboxRelayKafkaOutageE2E, KafkaStoppedFor30SecondsLosesNothingAndTheLagRec
   // The relay is alive but stuck: the lag, read from the table, keeps growing.
   ASSERT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_lag_seconds") >= 10.0; }, 30s));
   EXPECT_GT(Unpublished(fixture.db()), 0);
+  // And it says why, once a batch's reports come back undelivered (kafka.message_timeout).
+  EXPECT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), kUnreachable) == 1.0; }, 20s))
+      << relay->Output();
+  EXPECT_EQ(MetricValue(relay->admin_port(), "outbox_kafka_stalled{cause=\"not_enough_replicas\"}"), 0.0);
+  EXPECT_THAT(relay->Output(), HasSubstr("; kafka: brokers_unreachable: no metadata from any broker"));
   // Waiting on Kafka, the relay's session is not left in a transaction (its claims' transaction ends):
   // the server would end it after database.idle_in_transaction_timeout, taking the relay's shards, and
   // meanwhile retention's DETACH and a migration would wait behind its lock, and writers behind them.
@@ -54,6 +63,7 @@ TEST(OutboxRelayKafkaOutageE2E, KafkaStoppedFor30SecondsLosesNothingAndTheLagRec
 
   ASSERT_TRUE(Eventually([&] { return Unpublished(fixture.db()) == 0; }, 90s)) << relay->Output();
   EXPECT_TRUE(Eventually([&] { return MetricValue(relay->admin_port(), "outbox_lag_seconds") == 0.0; }, 10s));
+  EXPECT_EQ(MetricValue(relay->admin_port(), kUnreachable), 0.0);
   EXPECT_GT(MetricValue(relay->admin_port(), "outbox_publish_errors_total{retryability=\"transient\"}").value_or(0),
             0.0);
   std::vector<WrittenEvent> all = before;
