@@ -22,7 +22,7 @@ class RelayApp {
   std::uint16_t Start();
   // Stops the loop (a batch in flight is abandoned, nothing undelivered is marked), then the rest.
   void Stop(std::chrono::milliseconds drain);
-  // The loop's exit status once it ended on its own (fatal producer error), else nullopt.
+  // The loop's exit status once it ended on its own (topic refused, a producer not recreated), else nullopt.
   std::optional<int> Finished() const;
 
  private:
