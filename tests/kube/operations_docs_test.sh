@@ -245,6 +245,8 @@ kafka-acls.sh --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --command-config "$K
 grep -q 'principal=User:outbox-relay.*operation=WRITE' "$state/acls" &&
   grep -q 'principal=User:settlement.*operation=READ' "$state/acls" ||
   fail "the page's ACLs are not on the topic: $(cat "$state/acls")"
+grep -q 'principal=User:outbox-relay.*operation=DESCRIBE_CONFIGS' "$state/acls" ||
+  fail "the relay may not read the topic's configuration (it names a stall's cause from it): $(cat "$state/acls")"
 [[ $(grep 'operation=WRITE' "$state/acls" | grep -vc 'principal=User:outbox-relay') == 0 ]] ||
   fail "someone other than the relay may write the topic: $(cat "$state/acls")"
 run_block database
