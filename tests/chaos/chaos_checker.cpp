@@ -105,12 +105,14 @@ bool Settle(ChaosStack& stack, std::chrono::seconds settle_for, std::ostream& lo
   return false;
 }
 
-Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std::ostream& log) {
+Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, const CheckOptions& options,
+              std::ostream& log) {
   Verdict verdict;
   const auto ledger = ReadLedger(stack.acquirer_port());
   std::map<std::string, LocalCharge> charges;          // by public id
   std::map<std::string, std::string> public_by_key;    // merchant + key -> public id
   std::vector<Event> events;
+  std::set<std::string> orphans_recorded;              // capture ids the window report kept
   {
     pqxx::connection conn(stack.database_url());
     pqxx::nontransaction tx(conn);
@@ -130,7 +132,35 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
       events.push_back(Event{row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::string>(),
                              row[3].as<int>(), row[4].as<std::string>()});
     }
+    for (const auto& row : tx.exec("SELECT capture_id FROM orphan_captures")) orphans_recorded.insert(row[0].as<std::string>());
   }
+
+  // What the database forgot: captures whose charge it does not have, and the charges a retry of the same
+  // key created again (the acquirer replayed the forgotten charge's capture to it).
+  std::set<std::string> forgotten_references, forgotten_keys;
+  for (const auto& c : ledger) {
+    if (charges.count(c.reference) == 0) {
+      forgotten_references.insert(c.reference);
+      forgotten_keys.insert(c.idempotency_key);
+    }
+  }
+  std::set<std::string> touched = forgotten_references;  // public ids a forgotten commit explains
+  std::int64_t recreated = 0;
+  for (const auto& [id, local] : charges) {
+    if (forgotten_keys.count(local.merchant_id + ":" + local.key) > 0) {
+      touched.insert(id);
+      ++recreated;
+    }
+  }
+  // Under asynchronous replication: a violation on a charge a forgotten commit touched, or on one a client
+  // was told about that no longer exists, is counted apart.
+  const auto forgiven = [&](Invariant& invariant, const std::string& id, std::string example) {
+    if (options.forgetting_allowed && !id.empty() && (touched.count(id) > 0 || charges.count(id) == 0)) {
+      ++invariant.forgotten;
+    } else {
+      invariant.Violation(std::move(example));
+    }
+  };
 
   // 1. One capture per acquirer key.
   Invariant once{"1. no acquirer idempotency key captured twice"};
@@ -149,7 +179,7 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
     if (!c.voided) live_by_reference[c.reference] = &c;
     const auto it = charges.find(c.reference);
     if (it == charges.end()) {
-      owned.Violation(c.id + " (" + c.reference + "): no local charge");
+      forgiven(owned, c.reference, c.id + " (" + c.reference + "): no local charge");
       continue;
     }
     const auto& local = it->second;
@@ -157,7 +187,7 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
                       (local.status == "needs_review" && !local.failure_reason.empty()) ||
                       (local.status == "canceled" && c.voided);
     if (!fine) {
-      owned.Violation(c.id + (c.voided ? " (voided)" : "") + " but " + local.public_id + " is " + local.status +
+      forgiven(owned, local.public_id, c.id + (c.voided ? " (voided)" : "") + " but " + local.public_id + " is " + local.status +
                       (local.failure_reason.empty() ? "" : " (" + local.failure_reason + ")"));
     }
   }
@@ -173,10 +203,10 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
     ++backed.checked;
     const auto live = live_by_reference.find(id);
     if (live == live_by_reference.end()) {
-      backed.Violation(id + " captured, nothing live at the acquirer");
+      forgiven(backed, id, id + " captured, nothing live at the acquirer");
     } else if (live->second->id != local.capture_id || live->second->amount != local.amount ||
                live->second->currency != local.currency) {
-      backed.Violation(id + " captured as " + local.capture_id + " " + std::to_string(local.amount) + " " +
+      forgiven(backed, id, id + " captured as " + local.capture_id + " " + std::to_string(local.amount) + " " +
                        local.currency + ", the acquirer has " + live->second->id + " " +
                        std::to_string(live->second->amount) + " " + live->second->currency);
     }
@@ -198,8 +228,8 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
       if (told != "captured" && told != "failed" && told != "canceled") continue;
       ++truthful.checked;
       const bool money = live_by_reference.count(id) > 0;
-      if (told == "captured" && !money) truthful.Violation(outcome.intent.key + " told captured, no capture " + id);
-      if (told != "captured" && money) truthful.Violation(outcome.intent.key + " told " + told + ", but " + id + " is captured");
+      if (told == "captured" && !money) forgiven(truthful, id, outcome.intent.key + " told captured, no capture " + id);
+      if (told != "captured" && money) forgiven(truthful, id, outcome.intent.key + " told " + told + ", but " + id + " is captured");
     }
   }
 
@@ -246,6 +276,7 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
     const auto value = boost::json::parse(m.value, ec);
     const int sequence = ec || !value.is_object() ? -1 : static_cast<int>(value.at("sequence").to_number<std::int64_t>());
     if (const auto again = sequence_of.find(ce_id); again != sequence_of.end()) {
+      ++verdict.redeliveries;
       if (again->second != sequence) {
         delivered.Violation(m.key + ": " + ce_id + " re-delivered with sequence " + std::to_string(sequence) +
                             ", first " + std::to_string(again->second));
@@ -309,12 +340,12 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
     for (const auto& claim : outcome.claims) {
       ++words.checked;
       if (claim == "no_money" && live_by_reference.count(id) > 0) {
-        words.Violation(outcome.intent.key + " was told no money was taken (or nothing was charged), but " + id +
+        forgiven(words, id, outcome.intent.key + " was told no money was taken (or nothing was charged), but " + id +
                         " holds a live capture");
       } else if (claim == "under_review") {
         const auto it = charges.find(id);
         if (it == charges.end() || it->second.status != "needs_review") {
-          words.Violation(outcome.intent.key + " was told " + id + " is under review; it is " +
+          forgiven(words, id, outcome.intent.key + " was told " + id + " is under review; it is " +
                           (it == charges.end() ? std::string("missing") : it->second.status));
         }
       }
@@ -328,7 +359,7 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
     ++behind.checked;
     const auto id = charge_of(outcome);
     if (!id.empty() && live_by_reference.count(id) > 0) {
-      behind.Violation(outcome.intent.key + " was only refused and left; " + id + " was captured without it");
+      forgiven(behind, id, outcome.intent.key + " was only refused and left; " + id + " was captured without it");
     }
   }
 
@@ -379,6 +410,36 @@ Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, std
 
   verdict.invariants = {once, owned, backed, settled, truthful, announced, delivered, conforming,
                         per_order, words, behind, flags, after_void};
+
+  // 14. The window report over the whole load finds every capture whose charge the database forgot.
+  if (options.window_report_ran) {
+    Invariant found{"14. every capture without a local charge (a forgotten commit) is recorded by the window report"};
+    for (const auto& c : ledger) {
+      if (charges.count(c.reference) > 0) continue;
+      ++found.checked;
+      if (orphans_recorded.count(c.id) == 0) found.Violation(c.id + " (" + c.reference + ") is not in orphan_captures");
+    }
+    verdict.invariants.push_back(found);
+  }
+
+  std::int64_t told_gone = 0, recorded = 0;
+  for (const auto& outcome : outcomes) {
+    if (outcome.used && !outcome.charge_id.empty() && charges.count(outcome.charge_id) == 0) ++told_gone;
+  }
+  for (const auto& c : ledger) {
+    if (charges.count(c.reference) == 0 && orphans_recorded.count(c.id) > 0) ++recorded;
+  }
+  std::set<std::string> gone_on_topic;
+  for (const auto& m : messages) {
+    if (charges.count(m.key) == 0) gone_on_topic.insert(m.key);
+  }
+  verdict.forgotten = {
+      {"a. captures whose charge the database forgot", static_cast<std::int64_t>(forgotten_references.size())},
+      {"b. of a, recorded by the window report (orphan_captures)", recorded},
+      {"c. charges a retry of the same key created again", recreated},
+      {"d. intents told about a charge the database no longer has", told_gone},
+      {"e. charges on the topic that the database no longer has", static_cast<std::int64_t>(gone_on_topic.size())},
+  };
   return verdict;
 }
 

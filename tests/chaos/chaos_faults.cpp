@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <stdexcept>
 
 namespace charge_outbox::chaos {
 namespace {
@@ -43,10 +44,15 @@ constexpr const char* kSecondRunFailpoints[] = {
 constexpr std::uint64_t kFamilyRolls[] = {0, 14, 26, 33, 38, 42, 48, 62, 70, 78, 86, 92, 100, 104, 106, 111, 117, 121};
 constexpr std::uint64_t kStagedRoll = 104;
 constexpr std::uint64_t kRollRange = 125;
+// The HA topology's random faults, after the others: the standby node killed, etcd killed, a black hole
+// to one broker.
+constexpr std::uint64_t kHaFamilyRolls[] = {125, 130, 135};
+constexpr std::uint64_t kHaRollRange = 145;
 
 FaultSchedule::FaultSchedule(ChaosStack& stack, FaultOptions options, std::uint64_t seed, std::ostream& log)
-    : stack_(stack), options_(options), log_(log), rng_(seed) {
+    : stack_(stack), options_(options), log_(log), rng_(seed), cadence_rng_(seed ^ 0x9E3779B97F4A7C15ULL) {
   first_rolls_.assign(std::begin(kFamilyRolls), std::end(kFamilyRolls));
+  if (stack_.high_availability()) first_rolls_.insert(first_rolls_.end(), std::begin(kHaFamilyRolls), std::end(kHaFamilyRolls));
   std::shuffle(first_rolls_.begin(), first_rolls_.end(), rng_);
   std::erase(first_rolls_, kStagedRoll);
   first_rolls_.push_back(kStagedRoll);  // consumed from the back
@@ -79,7 +85,7 @@ void FaultSchedule::StaleRunAcrossTheDeadline() {
 }
 
 std::uint64_t FaultSchedule::NextRoll() {
-  if (first_rolls_.empty()) return rng_() % kRollRange;
+  if (first_rolls_.empty()) return rng_() % (stack_.high_availability() ? kHaRollRange : kRollRange);
   const auto roll = first_rolls_.back();
   first_rolls_.pop_back();
   return roll;
@@ -95,20 +101,144 @@ FaultSchedule::~FaultSchedule() {
 
 void FaultSchedule::Start() {
   started_ = Clock::now();
-  thread_ = std::thread([this] { Loop(); });
+  if (options_.drill == Drill::kNone) thread_ = std::thread([this] { Loop(); });
+  if (stack_.high_availability()) cadence_ = std::thread([this] { HaCadence(); });
 }
 
 void FaultSchedule::Stop() {
   if (stop_.exchange(true)) return;
   if (thread_.joinable()) thread_.join();
+  if (cadence_.joinable()) cadence_.join();
   for (auto& t : slow_) t.join();
   slow_.clear();
   stack_.HealAll();
+  std::lock_guard lock(mutex_);
+  if (!failure_.empty()) throw std::runtime_error("a fault could not be made or healed: " + failure_);
+}
+
+void FaultSchedule::Guarded(const std::string& what, const std::function<void()>& fault) {
+  try {
+    fault();
+  } catch (const std::exception& e) {
+    Note("FAILED: " + what, e.what());
+    std::lock_guard lock(mutex_);
+    if (failure_.empty()) failure_ = what + ": " + e.what();
+  }
 }
 
 std::map<std::string, std::int64_t> FaultSchedule::injected() const {
   std::lock_guard lock(mutex_);
   return injected_;
+}
+
+std::vector<FailoverRecord> FaultSchedule::failovers() const {
+  std::lock_guard lock(mutex_);
+  return failovers_;
+}
+
+std::vector<BrokerLossRecord> FaultSchedule::broker_losses() const {
+  std::lock_guard lock(mutex_);
+  return broker_losses_;
+}
+
+bool FaultSchedule::Wait(std::chrono::milliseconds how_long) {
+  const auto until = Clock::now() + how_long;
+  while (Clock::now() < until) {
+    if (stop_) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return !stop_;
+}
+
+void FaultSchedule::HaCadence() {
+  bool failover_next = options_.drill != Drill::kBrokerLoss;
+  const auto gap = static_cast<int>(options_.ha_gap.count());
+  while (Wait(std::chrono::milliseconds{gap / 2 + static_cast<int>(cadence_rng_() % static_cast<std::uint64_t>(gap + 1))})) {
+    if (failover_next) {
+      Guarded("failover", [this] { Failover(); });
+    } else {
+      Guarded("broker loss", [this] { BrokerLoss(); });
+    }
+    if (options_.drill == Drill::kNone) failover_next = !failover_next;
+  }
+}
+
+void FaultSchedule::Failover() {
+  std::lock_guard topology(database_topology_);
+  // Patroni promotes only a synchronous standby that is up to date: a failover begins from a whole cluster.
+  if (!stack_.PostgresWhole(90s)) {
+    Note("failover skipped", "the cluster was not whole after 90 s");
+    return;
+  }
+  const auto primary = stack_.PostgresPrimary();
+  if (primary.empty()) return;
+  const auto standby = stack_.PostgresStandby();
+  // With asynchronous replication, the standby held behind for a second first: what the primary commits
+  // meanwhile is acknowledged to clients and, after the failover, gone.
+  const bool lagging = stack_.replication() == "async";
+  if (lagging) {
+    stack_.PauseWalReceiver(standby, true);
+    std::this_thread::sleep_for(1s);
+  }
+  const auto down = std::chrono::milliseconds{2000 + static_cast<int>(cadence_rng_() % 4001)};
+  Note("kill the primary (failover)", primary + (lagging ? ", its standby held 1 s behind" : "") + ", back " +
+                                          std::to_string(down.count()) + "ms after the new primary writes");
+  FailoverRecord record{primary, Clock::now(), {}, false};
+  stack_.KillPostgresNode(primary);
+  if (lagging) stack_.PauseWalReceiver(standby, false);
+  // When a write first commits through the multi-host URL: the new primary accepts writes.
+  while (Clock::now() - record.killed < 120s) {
+    if (stack_.PostgresWritable()) {
+      record.writable = Clock::now();
+      record.became_writable = true;
+      break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    failovers_.push_back(record);
+  }
+  std::this_thread::sleep_for(down);
+  stack_.StartPostgresNode(primary);
+  stack_.PostgresWhole(120s);
+}
+
+void FaultSchedule::BrokerLoss() {
+  std::lock_guard topology(broker_topology_);
+  const int node = stack_.BusiestBroker();
+  const auto down = std::chrono::milliseconds{2000 + static_cast<int>(cadence_rng_() % 6001)};
+  Note("kill the broker leading the most partitions", "node " + std::to_string(node) + ", down " +
+                                                          std::to_string(down.count()) + "ms");
+  BrokerLossRecord record{node, Clock::now(), {}};
+  stack_.KillBroker(node);
+  std::this_thread::sleep_for(down);
+  stack_.StartBroker(node);
+  record.back = Clock::now();
+  std::lock_guard lock(mutex_);
+  broker_losses_.push_back(record);
+}
+
+void FaultSchedule::KillStandby(std::chrono::milliseconds down) {
+  std::unique_lock topology(database_topology_, std::try_to_lock);
+  if (!topology.owns_lock() || !stack_.PostgresWhole(2s)) return;
+  const auto standby = stack_.PostgresStandby();
+  if (standby.empty()) return;
+  Note("kill the standby node", standby + ", down " + std::to_string(down.count()) + "ms");
+  stack_.KillPostgresNode(standby);
+  std::this_thread::sleep_for(down);
+  stack_.StartPostgresNode(standby);
+  stack_.PostgresWhole(120s);
+}
+
+void FaultSchedule::KillEtcd(std::chrono::milliseconds down) {
+  std::unique_lock topology(database_topology_, std::try_to_lock);
+  if (!topology.owns_lock() || !stack_.PostgresWhole(2s)) return;
+  Note("kill the etcd member", "down " + std::to_string(down.count()) + "ms");
+  stack_.KillEtcd();
+  std::this_thread::sleep_for(down);
+  stack_.StartEtcd();
+  stack_.PostgresWhole(120s);
 }
 
 std::chrono::milliseconds FaultSchedule::Between(int min_ms, int max_ms) {
@@ -155,12 +285,29 @@ void FaultSchedule::InjectOne() {
   const auto roll = NextRoll();
   // Faults on the acquirer (kills, profiles, the slow database's profile) would undo a staged scenario's:
   // skipped while one runs, and in the first pass tried again at its end, so that a short run meets each.
-  const bool on_the_acquirer = (roll >= 38 && roll < 62) || (roll >= 106 && roll < 111) || roll >= 121;
+  const bool on_the_acquirer = (roll >= 38 && roll < 62) || (roll >= 106 && roll < 111) || (roll >= 121 && roll < kRollRange);
   if (on_the_acquirer && Clock::now() < acquirer_staged_until_) {
     if (first_pass) first_rolls_.insert(first_rolls_.begin(), roll);
     return;
   }
   auto index = [&](int n) { return static_cast<int>(rng_() % static_cast<std::uint64_t>(n)); };
+  if (roll >= kRollRange) {
+    if (roll < 130) {
+      const auto down = Between(2000, 6000);
+      slow_.emplace_back([this, down] { Guarded("kill the standby node", [&] { KillStandby(down); }); });
+    } else if (roll < 135) {
+      const auto down = Between(2000, 6000);
+      slow_.emplace_back([this, down] { Guarded("kill the etcd member", [&] { KillEtcd(down); }); });
+    } else {
+      const int node = 1 + index(stack_.brokers());
+      const auto lasts = Between(1000, 4000);
+      Note("black hole to one broker", "node " + std::to_string(node) + " for " + std::to_string(lasts.count()) + "ms");
+      auto& link = stack_.broker_link(node);
+      link.BlackHole();
+      HealLater(lasts, [&link] { link.Pass(); });
+    }
+    return;
+  }
   if (roll < 14) {
     const int i = index(2);
     const auto down = Between(300, 3000);
@@ -232,9 +379,20 @@ void FaultSchedule::InjectOne() {
     stack_.ArmReconcilerFailpoint(point + "=crash");
   } else if (roll < 97) {
     if (postgres_restarting_.exchange(true)) return;
-    Note("restart PostgreSQL", "");
     slow_.emplace_back([this] {
-      stack_.RestartPostgres();
+      Guarded("restart PostgreSQL", [this] {
+        if (stack_.high_availability()) {
+          std::unique_lock topology(database_topology_, std::try_to_lock);
+          if (topology.owns_lock()) {
+            Note("crash of the primary's PostgreSQL", "Patroni starts it again");
+            stack_.RestartPostgres();
+            stack_.PostgresWhole(120s);
+          }
+        } else {
+          Note("restart PostgreSQL", "");
+          stack_.RestartPostgres();
+        }
+      });
       postgres_restarting_ = false;
     });
   } else if (roll >= 100 && roll < 104) {
@@ -297,9 +455,20 @@ void FaultSchedule::InjectOne() {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_kafka_restart_ < kKafkaRestartSpacing || kafka_restarting_.exchange(true)) return;
     last_kafka_restart_ = now;
-    Note("restart Kafka", "");
     slow_.emplace_back([this] {
-      stack_.RestartKafka();
+      Guarded("restart Kafka", [this] {
+        if (stack_.high_availability()) {
+          // A broker's restart is a broker loss like the cadence's: one broker down at a time.
+          std::unique_lock topology(broker_topology_, std::try_to_lock);
+          if (topology.owns_lock()) {
+            Note("restart the busiest broker", "");
+            stack_.RestartKafka();
+          }
+        } else {
+          Note("restart Kafka", "");
+          stack_.RestartKafka();
+        }
+      });
       kafka_restarting_ = false;
     });
   }

@@ -11,6 +11,13 @@
 //   or a stall at its failpoints, a database slower than the leases while the acquirer is in trouble, and
 //   the window report run on a recent window during the load.
 //
+// In the HA topology (ChaosStack::UseHighAvailability), a cadence of its own besides: a failover (SIGKILL
+// of the primary node; with asynchronous replication its standby is held 1 s behind first, so that the
+// failover forgets commits) and a broker loss (SIGKILL of the broker leading the most partitions) in
+// turn, each one once the previous has healed; and among the random faults, SIGKILL of the standby node,
+// of the etcd member, and a black hole to one broker. A drill runs the cadence of one kind alone, with no
+// other fault, so that what a failover or a broker loss costs is measured without noise.
+//
 // The same seed draws the same sequence of faults; their exact moments follow the machine's clock.
 #pragma once
 
@@ -30,9 +37,27 @@
 
 namespace charge_outbox::chaos {
 
+enum class Drill { kNone, kFailover, kBrokerLoss };
+
 struct FaultOptions {
   std::chrono::milliseconds mean_gap{1200};  // between the starts of two faults
   bool restart_kafka = true;                 // the slowest fault (a JVM start): at most once per run
+  // HA topology: the pause after one failover or broker loss has healed before the next begins (drawn
+  // between half and one and a half of it).
+  std::chrono::milliseconds ha_gap{8000};
+  Drill drill = Drill::kNone;
+};
+
+// A failover as it happened: the kill of the primary, and when a write first committed on the new one.
+struct FailoverRecord {
+  std::string node;  // the primary killed
+  std::chrono::steady_clock::time_point killed, writable;
+  bool became_writable = false;
+};
+
+struct BrokerLossRecord {
+  int node = 0;
+  std::chrono::steady_clock::time_point killed, back;  // back: registered and unfenced again
 };
 
 class FaultSchedule {
@@ -46,6 +71,8 @@ class FaultSchedule {
 
   // Faults injected, by kind.
   std::map<std::string, std::int64_t> injected() const;
+  std::vector<FailoverRecord> failovers() const;
+  std::vector<BrokerLossRecord> broker_losses() const;
 
  private:
   struct Heal {
@@ -55,6 +82,19 @@ class FaultSchedule {
 
   void Loop();
   void InjectOne();
+  // The HA cadence: failovers and broker losses in turn (or the drill's kind alone), one at a time.
+  void HaCadence();
+  void Failover();
+  void BrokerLoss();
+  // SIGKILL of the standby node or of etcd, back after a drawn time, unless the database's topology is
+  // already in a fault (then skipped).
+  void KillStandby(std::chrono::milliseconds down);
+  void KillEtcd(std::chrono::milliseconds down);
+  // Runs `fault` on the calling thread (the cadence's, a slow fault's); a fault that could not be made or
+  // healed (a script failed) is noted, and Stop reports the first one once everything is healed.
+  void Guarded(const std::string& what, const std::function<void()>& fault);
+  // Sleeps `how_long` in short steps; false if the schedule stopped meanwhile.
+  bool Wait(std::chrono::milliseconds how_long);
   // Two runs across the charges' deadline, the schedule suspended meanwhile: captures left pending pile up
   // while lookups fail (the acquirer answers captures and lookups too late, after capturing); when lookups
   // heal, run A decides "captured" for the
@@ -72,7 +112,8 @@ class FaultSchedule {
   ChaosStack& stack_;
   FaultOptions options_;
   std::ostream& log_;
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_;          // the injecting thread's
+  std::mt19937_64 cadence_rng_;  // the HA cadence's
   mutable std::mutex mutex_;
   std::map<std::string, std::int64_t> injected_;
   std::vector<Heal> heals_;
@@ -83,7 +124,13 @@ class FaultSchedule {
   std::atomic<bool> kafka_restarting_{false};
   std::chrono::steady_clock::time_point last_kafka_restart_{};  // touched by the injecting thread only
   std::atomic<bool> postgres_restarting_{false};
-  std::thread thread_;
+  // One fault at a time on the database's topology (failover, standby, etcd, a crash of the primary's
+  // PostgreSQL), and one broker down at a time: each waits for the last to heal.
+  std::mutex database_topology_, broker_topology_;
+  std::vector<FailoverRecord> failovers_;        // under mutex_
+  std::vector<BrokerLossRecord> broker_losses_;  // under mutex_
+  std::string failure_;                          // under mutex_: the first fault that failed
+  std::thread thread_, cadence_;
   std::chrono::steady_clock::time_point started_{};
   std::vector<std::uint64_t> first_rolls_;  // one roll per family, consumed from the back
   // While a scenario needs the acquirer as it set it (StaleRunAcrossTheDeadline, a slow acquirer filling

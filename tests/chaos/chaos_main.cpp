@@ -6,6 +6,10 @@
 //   chaos --seed N ...                     replays a run's fault sequence
 //   chaos ... --clock-skew +7m             charge-api #1's wall clock that far off (the default; "none": off)
 //   chaos ... --deadline 10                 the charges' deadline in seconds (the default: charges cross it)
+//   chaos --ha [--replication sync|strict|async] ...   the HA topology: Patroni and three brokers, with
+//                                          failovers and broker losses besides every other fault
+//   chaos --ha --drill failover|broker-loss ...        that fault alone, at a cadence, measured
+//   chaos ... --spread SECONDS              the intents' arrivals spread over at least that long (45)
 //
 // Exit status: 0 every invariant held; 1 a violation, or the system did not settle; 2 bad arguments.
 #include <cstdio>
@@ -14,12 +18,14 @@
 #include <iomanip>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "chaos_checker.hpp"
 #include "chaos_faults.hpp"
 #include "chaos_stack.hpp"
+#include "chaos_topology_report.hpp"
 #include "chaos_workload.hpp"
 
 namespace {
@@ -35,12 +41,14 @@ struct Options {
   std::string clock_skew = "+7m";
   std::uint64_t deadline_s = 10;
   bool keep = false;
+  std::string replication;  // empty: the single topology; sync, strict or async: HA
 };
 
 int Usage(const std::string& problem) {
   std::cerr << "chaos: " << problem
             << "\nusage: chaos [--short] [--seed N] [--charges N] [--clients N] [--no-kafka-restart] [--keep]"
-               " [--product-build BUILD_DIR] [--clock-skew +7m|none] [--deadline SECONDS]\n";
+               " [--product-build BUILD_DIR] [--clock-skew +7m|none] [--deadline SECONDS] [--spread SECONDS]"
+               " [--ha] [--replication sync|strict|async] [--drill failover|broker-loss] [--ha-gap SECONDS]\n";
   return 2;
 }
 
@@ -76,6 +84,28 @@ bool Parse(int argc, char** argv, Options& o) {
     } else if (arg == "--product-build") {
       if (i + 1 >= argc) return false;
       o.product_build = argv[++i];
+    } else if (arg == "--ha") {
+      if (o.replication.empty()) o.replication = "sync";
+    } else if (arg == "--replication") {
+      if (i + 1 >= argc) return false;
+      o.replication = argv[++i];
+      if (o.replication != "sync" && o.replication != "strict" && o.replication != "async") return false;
+    } else if (arg == "--drill") {
+      if (i + 1 >= argc) return false;
+      const std::string drill = argv[++i];
+      if (drill == "failover") {
+        o.faults.drill = Drill::kFailover;
+      } else if (drill == "broker-loss") {
+        o.faults.drill = Drill::kBrokerLoss;
+      } else {
+        return false;
+      }
+    } else if (arg == "--ha-gap") {
+      if (!number(n) || n == 0 || n > 600) return false;
+      o.faults.ha_gap = std::chrono::seconds{n};
+    } else if (arg == "--spread") {
+      if (!number(n) || n == 0 || n > 86'400) return false;
+      o.workload.spread = std::chrono::seconds{n};
     } else if (arg == "--deadline") {
       if (!number(o.deadline_s) || o.deadline_s < 6 || o.deadline_s > 86'400) return false;
     } else if (arg == "--clock-skew") {
@@ -87,7 +117,19 @@ bool Parse(int argc, char** argv, Options& o) {
       return false;
     }
   }
-  return true;
+  // A drill is a fault of the HA topology.
+  return o.faults.drill == Drill::kNone || !o.replication.empty();
+}
+
+// The command that replays this run.
+std::string Replay(const Options& o, std::uint64_t seed) {
+  std::ostringstream s;
+  s << "chaos --seed " << seed << " --charges " << o.workload.charges << " --clients " << o.workload.clients
+    << " --spread " << o.workload.spread.count();
+  if (!o.replication.empty()) s << " --replication " << o.replication;
+  if (o.faults.drill == Drill::kFailover) s << " --drill failover";
+  if (o.faults.drill == Drill::kBrokerLoss) s << " --drill broker-loss";
+  return s.str();
 }
 
 void PrintTable(const std::map<std::string, std::int64_t>& rows, const std::string& title) {
@@ -125,8 +167,8 @@ int main(int argc, char** argv) {
   std::cout << "chaos seed=" << seed << " charges=" << options.workload.charges
             << " clients=" << options.workload.clients << " clock-skew="
             << (options.clock_skew.empty() ? "none" : options.clock_skew) << " deadline=" << options.deadline_s
-            << "s   (replay: chaos --seed " << seed << " --charges " << options.workload.charges << " --clients "
-            << options.workload.clients << ")" << std::endl;
+            << "s topology=" << (options.replication.empty() ? "single" : "ha, " + options.replication + " replication")
+            << "   (replay: " << Replay(options, seed) << ")" << std::endl;
 
   char pattern[] = "/tmp/charge-outbox-chaos.XXXXXX";
   if (::mkdtemp(pattern) == nullptr) return Usage("cannot create a state directory");
@@ -136,6 +178,10 @@ int main(int argc, char** argv) {
   Verdict verdict;
   std::map<std::string, std::int64_t> injected, answers;
   std::vector<IntentOutcome> outcomes;
+  std::vector<Attempt> attempts;
+  std::vector<FailoverRecord> failovers;
+  std::vector<BrokerLossRecord> broker_losses;
+  std::vector<LagSample> lag;
   try {
     Binaries binaries{PROJECT_ROOT, CHARGE_API_BIN, OUTBOX_RELAY_BIN, RECONCILER_BIN, ACQUIRER_SIM_BIN,
                       CHARGE_MIGRATE_BIN};
@@ -152,6 +198,7 @@ int main(int argc, char** argv) {
     ChaosStack stack(binaries, state, std::cout);
     if (!options.clock_skew.empty()) stack.SkewChargeApiClock(options.clock_skew);
     stack.SetDeadline(std::chrono::seconds{options.deadline_s});
+    if (!options.replication.empty()) stack.UseHighAvailability(options.replication);
     stack.Start();
     std::cout << "stack up after " << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count()
               << " s (state: " << state << ")" << std::endl;
@@ -165,7 +212,10 @@ int main(int argc, char** argv) {
         if (running) std::cout << "  " << workload.done() << "/" << options.workload.charges << " intents done" << std::endl;
       }
     });
+    OutboxLagSampler sampler(stack.database_url());
+    if (stack.high_availability()) sampler.Start();
     const auto load_started = Clock::now();
+    const auto load_started_wall = std::chrono::system_clock::now();
     faults.Start();
     workload.Run();
     faults.Stop();
@@ -178,11 +228,28 @@ int main(int argc, char** argv) {
     injected = faults.injected();
     answers = workload.answers();
     outcomes = workload.outcomes();
+    attempts = workload.attempts();
+    failovers = faults.failovers();
+    broker_losses = faults.broker_losses();
     PrintTable(Outcomes(outcomes), "intents, by what the client was finally told");
     PrintTable(answers, "answers over every attempt");
     settled = Settle(stack, std::chrono::seconds{240}, std::cout);
+    sampler.Stop();
+    lag = sampler.samples();
+    CheckOptions check;
+    check.forgetting_allowed = options.replication == "async";
+    if (stack.high_availability() && settled) {
+      // The window report over the whole load, as an operator runs it after a failover: it must record
+      // every capture whose charge a failover forgot (invariant 14). Its window settles first.
+      std::this_thread::sleep_for(std::chrono::seconds{5});
+      const auto to = std::chrono::system_clock::now() - std::chrono::seconds{4};
+      const int status = stack.RunWindowReport(load_started_wall - std::chrono::minutes{1}, to);
+      std::cout << "window report over the whole load: exit status " << status << std::endl;
+      check.window_report_ran = true;
+      settled = Settle(stack, std::chrono::seconds{120}, std::cout);  // the events of what it flagged
+    }
     stack.StopReconcilerTimer();
-    verdict = Check(stack, outcomes, std::cout);
+    verdict = Check(stack, outcomes, check, std::cout);
     stack.Stop();
   } catch (const std::exception& e) {
     std::cout << "chaos: the run itself failed: " << e.what() << "\nstate kept in " << state << std::endl;
@@ -198,10 +265,17 @@ int main(int argc, char** argv) {
   PrintTable(Outcomes(outcomes), "intents, by what the client was finally told");
   PrintTable(answers, "answers over every attempt");
   PrintTable(verdict.charges_by_status, "charges, by final status");
+  if (!options.replication.empty()) {
+    PrintFailovers(failovers, attempts, lag, std::cout);
+    PrintBrokerLosses(broker_losses, lag, verdict.redeliveries, std::cout);
+    PrintTable(verdict.forgotten, "what the database forgot (" + options.replication + " replication)");
+  }
   std::cout << "invariants\n";
   for (const auto& inv : verdict.invariants) {
     std::cout << "  " << std::left << std::setw(100) << inv.name << std::right << std::setw(8) << inv.checked
-              << " checked " << std::setw(6) << inv.violations << " violations\n";
+              << " checked " << std::setw(6) << inv.violations << " violations";
+    if (inv.forgotten > 0) std::cout << " (" << inv.forgotten << " more explained by forgotten commits)";
+    std::cout << "\n";
     for (const auto& example : inv.examples) std::cout << "      e.g. " << example << "\n";
   }
   const bool ok = settled && verdict.ok();
@@ -211,8 +285,7 @@ int main(int argc, char** argv) {
   } else {
     std::cout << "verdict: FAIL" << (settled ? "" : " (the system did not settle: charges left pending or events "
                                                       "unpublished)")
-              << ". Replay with: chaos --seed " << seed << " --charges " << options.workload.charges << " --clients "
-              << options.workload.clients << "; logs kept in " << state << "/logs\n";
+              << ". Replay with: " << Replay(options, seed) << "; logs kept in " << state << "/logs\n";
   }
   if (ok && !options.keep) std::filesystem::remove_all(state);
   return ok ? 0 : 1;

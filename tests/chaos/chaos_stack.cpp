@@ -3,7 +3,9 @@
 #include <pqxx/pqxx>
 
 #include <csignal>
+#include <cctype>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "charge_outbox/util/time.hpp"
@@ -61,12 +63,20 @@ void ChaosStack::SkewChargeApiClock(const std::string& offset) {
   clock_skew_ = offset;
 }
 
+namespace {
+std::string Trimmed(std::string text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  return text;
+}
+}  // namespace
+
 std::string ChaosStack::Shell(const std::string& script, std::chrono::seconds timeout) {
   const std::string lib = bin_.project_root + "/deploy/local/lib";
-  const auto r = testing::RunProcess({"/bin/bash", "-c",
-                                      "set -euo pipefail; source " + lib + "/common.sh; source " + lib +
-                                          "/postgres.sh; source " + lib + "/kafka.sh; " + script},
-                                     {}, timeout);
+  std::string sources;
+  for (const char* file : {"common", "postgres", "kafka", "patroni", "kafka_cluster"}) {
+    sources += "source " + lib + "/" + file + ".sh; ";
+  }
+  const auto r = testing::RunProcess({"/bin/bash", "-c", "set -euo pipefail; " + sources + script}, {}, timeout);
   if (r.exit_code != 0) throw std::runtime_error("`" + script + "` failed:\n" + r.out + r.err);
   return r.out;
 }
@@ -75,24 +85,15 @@ void ChaosStack::Start() {
   fs::create_directories(state_ / "logs");
   fs::permissions(state_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                               fs::perms::others_read | fs::perms::others_exec);
-  pg_port_ = testing::FreeLoopbackPort();
-  kafka_port_ = testing::FreeLoopbackPort();
-  kafka_controller_port_ = testing::FreeLoopbackPort();
   acquirer_port_ = static_cast<std::uint16_t>(testing::FreeLoopbackPort());
   for (int i = 0; i < 2; ++i) api_ports_.push_back(static_cast<std::uint16_t>(testing::FreeLoopbackPort()));
   for (int i = 0; i < 2; ++i) admin_ports_.push_back(static_cast<std::uint16_t>(testing::FreeLoopbackPort()));
-
-  pg_proxy_ = std::make_unique<testing::FaultProxy>("127.0.0.1", static_cast<std::uint16_t>(pg_port_));
-  kafka_proxy_ = std::make_unique<testing::FaultProxy>("127.0.0.1", static_cast<std::uint16_t>(kafka_port_));
   acquirer_proxy_ = std::make_unique<testing::FaultProxy>("127.0.0.1", acquirer_port_);
+  acquirer_links_.Add(*acquirer_proxy_);
   started_ = true;
 
-  Shell("pg_start " + state_.string() + " " + std::to_string(pg_port_) + " fast");
-  // Clients are told the proxy's port, so every connection to the broker goes through it.
-  Shell("export KAFKA_ADVERTISED_PORT=" + std::to_string(kafka_proxy_->port()) + "; kafka_start " +
-        (state_ / "kafka").string() + " " + std::to_string(kafka_port_) + " " +
-        std::to_string(kafka_controller_port_) + " && kafka_wait " + std::to_string(kafka_port_) + " 120 " +
-        (state_ / "kafka").string());
+  StartPostgres();
+  StartKafka();
   const auto migrated = testing::RunProcess({bin_.charge_migrate, "up"}, {{"DATABASE_URL", database_url()}}, 120s);
   if (migrated.exit_code != 0) throw std::runtime_error("charge-migrate up failed:\n" + migrated.out + migrated.err);
   {
@@ -131,6 +132,64 @@ void ChaosStack::Start() {
   reconciler_timer_ = std::thread([this] { ReconcilerTimer(); });
 }
 
+// The proxies' ports are the daemons' view of the topology; the real ports are the checker's.
+void ChaosStack::StartPostgres() {
+  if (!high_availability()) {
+    pg_port_ = testing::FreeLoopbackPort();
+    pg_proxies_.push_back(std::make_unique<testing::FaultProxy>("127.0.0.1", static_cast<std::uint16_t>(pg_port_)));
+    pg_links_.Add(*pg_proxies_.back());
+    Shell("pg_start " + state_.string() + " " + std::to_string(pg_port_) + " fast");
+    return;
+  }
+  // "ETCD:PEER PG:REST PG:REST"; fsync off (PATRONI_FAST): the faults kill processes, not the machine, so
+  // the page cache keeps what was written, and commits still wait for the synchronous standby.
+  const auto ports = Trimmed(Shell("patroni_free_ports 2"));
+  std::istringstream words(ports);
+  std::string spec;
+  words >> spec;  // etcd's pair
+  while (words >> spec) {
+    const auto pg = static_cast<std::uint16_t>(std::stoi(spec.substr(0, spec.find(':'))));
+    pg_proxies_.push_back(std::make_unique<testing::FaultProxy>("127.0.0.1", pg));
+    pg_links_.Add(*pg_proxies_.back());
+  }
+  Shell("PATRONI_FAST=1 patroni_start " + state_.string() + " " + replication_ + " " + ports);
+}
+
+void ChaosStack::StartKafka() {
+  if (!high_availability()) {
+    kafka_port_ = testing::FreeLoopbackPort();
+    kafka_controller_port_ = testing::FreeLoopbackPort();
+    broker_proxies_.push_back(std::make_unique<testing::FaultProxy>("127.0.0.1", static_cast<std::uint16_t>(kafka_port_)));
+    kafka_links_.Add(*broker_proxies_.back());
+    // Clients are told the proxy's port, so every connection to the broker goes through it.
+    Shell("export KAFKA_ADVERTISED_PORT=" + std::to_string(broker_proxies_[0]->port()) + "; kafka_start " +
+          (state_ / "kafka").string() + " " + std::to_string(kafka_port_) + " " +
+          std::to_string(kafka_controller_port_) + " && kafka_wait " + std::to_string(kafka_port_) + " 120 " +
+          (state_ / "kafka").string());
+    return;
+  }
+  // "PORT:CPORT" three times; each broker advertises its proxy, to clients and to the other brokers.
+  const auto ports = Trimmed(Shell("kafka_cluster_free_ports"));
+  std::istringstream words(ports);
+  std::string spec, advertised;
+  while (words >> spec) {
+    const auto port = static_cast<std::uint16_t>(std::stoi(spec.substr(0, spec.find(':'))));
+    broker_proxies_.push_back(std::make_unique<testing::FaultProxy>("127.0.0.1", port));
+    kafka_links_.Add(*broker_proxies_.back());
+    advertised += (advertised.empty() ? "" : " ") + std::to_string(broker_proxies_.back()->port());
+  }
+  Shell("export KAFKA_CLUSTER_ADVERTISED_PORTS='" + advertised + "'; kafka_cluster_start " + state_.string() + " " +
+            ports + " && kafka_cluster_create_topic " + state_.string() + " " + topic_ + " 6",
+        std::chrono::seconds{300});
+}
+
+void ChaosStack::UseHighAvailability(const std::string& replication) {
+  if (replication != "sync" && replication != "strict" && replication != "async") {
+    throw std::invalid_argument("replication '" + replication + "' is none of sync, strict, async");
+  }
+  replication_ = replication;
+}
+
 void ChaosStack::Stop() {
   if (!started_) return;
   started_ = false;
@@ -150,11 +209,15 @@ void ChaosStack::Stop() {
       Reap(slot);
     }
   }
-  Shell("kafka_stop " + (state_ / "kafka").string() + "; pg_stop " + state_.string());
+  if (high_availability()) {
+    Shell("kafka_cluster_stop " + state_.string() + "; patroni_stop " + state_.string());
+  } else {
+    Shell("kafka_stop " + (state_ / "kafka").string() + "; pg_stop " + state_.string());
+  }
 }
 
 testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
-  const auto through_proxy = "postgresql://postgres@127.0.0.1:" + std::to_string(pg_proxy_->port()) + "/postgres";
+  const auto through_proxy = DaemonDatabaseUrl();
   const auto acquirer_url = "http://127.0.0.1:" + std::to_string(acquirer_proxy_->port());
   const auto instance = std::string(ToString(slot.daemon)) + "-" + std::to_string(slot.index);
   testing::EnvChanges env{{"LOG_LEVEL", "warn"}, {"INSTANCE_ID", instance}, {"FAILPOINTS", slot.failpoints}};
@@ -307,14 +370,99 @@ bool ChaosStack::SetAcquirerFaults(const std::string& profile_json) {
 }
 
 void ChaosStack::RestartPostgres() {
+  if (high_availability()) {
+    const auto primary = PostgresPrimary();
+    if (!primary.empty()) Shell("patroni_kill_postgres " + state_.string() + " " + primary);
+    return;
+  }
   Shell("pg_stop " + state_.string() + " && pg_start " + state_.string() + " " + std::to_string(pg_port_) + " fast");
 }
 
 void ChaosStack::RestartKafka() {
+  if (high_availability()) {
+    const int node = BusiestBroker();
+    KillBroker(node);
+    StartBroker(node);
+    return;
+  }
   const auto dir = (state_ / "kafka").string();
-  Shell("export KAFKA_ADVERTISED_PORT=" + std::to_string(kafka_proxy_->port()) + "; kafka_stop " + dir +
+  Shell("export KAFKA_ADVERTISED_PORT=" + std::to_string(broker_proxies_[0]->port()) + "; kafka_stop " + dir +
         " && kafka_start " + dir + " " + std::to_string(kafka_port_) + " " + std::to_string(kafka_controller_port_) +
         " && kafka_wait " + std::to_string(kafka_port_) + " 120 " + dir);
+}
+
+std::string ChaosStack::PostgresPrimary() {
+  try {
+    return Trimmed(Shell("patroni_primary " + state_.string(), std::chrono::seconds{20}));
+  } catch (const std::exception&) {
+    return "";  // none names itself primary now
+  }
+}
+
+std::string ChaosStack::PostgresStandby() {
+  const auto primary = PostgresPrimary();
+  if (primary.empty()) return "";
+  return primary == "pg1" ? "pg2" : "pg1";
+}
+
+bool ChaosStack::PostgresWhole(std::chrono::seconds within) {
+  try {
+    Shell("patroni_wait_healthy " + state_.string() + " " + std::to_string(within.count()) + " 2>/dev/null",
+          within + std::chrono::seconds{20});
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void ChaosStack::KillPostgresNode(const std::string& node) {
+  Shell("patroni_kill_node " + state_.string() + " " + node);
+}
+
+void ChaosStack::StartPostgresNode(const std::string& node) {
+  Shell("patroni_start_node " + state_.string() + " " + node, std::chrono::seconds{120});
+}
+
+void ChaosStack::PauseWalReceiver(const std::string& node, bool pause) {
+  // The WAL receiver is the standby postmaster's child whose title says so.
+  Shell("pm=$(head -n 1 " + (state_ / "patroni" / node / "data" / "postmaster.pid").string() +
+        ") && for pid in $(ps -o pid= --ppid \"$pm\"); do"
+        " if grep -q walreceiver /proc/$pid/cmdline 2>/dev/null; then kill -" +
+        (pause ? "STOP" : "CONT") + " $pid; fi; done");
+}
+
+void ChaosStack::KillEtcd() { Shell("patroni_kill_etcd " + state_.string()); }
+
+void ChaosStack::StartEtcd() { Shell("patroni_start_etcd " + state_.string(), std::chrono::seconds{60}); }
+
+int ChaosStack::BusiestBroker() {
+  try {
+    return std::stoi(Shell("kafka_cluster_busiest_leader " + state_.string() + " " + topic_, std::chrono::seconds{60}));
+  } catch (const std::exception&) {
+    return 1;  // the tool itself failed (a broker away): any node will do
+  }
+}
+
+void ChaosStack::KillBroker(int node) {
+  Shell("kafka_cluster_kill " + state_.string() + " " + std::to_string(node) + " || true");
+}
+
+void ChaosStack::StartBroker(int node) {
+  Shell("kafka_cluster_start_node " + state_.string() + " " + std::to_string(node) + " && kafka_cluster_wait " +
+            state_.string() + " 180",
+        std::chrono::seconds{240});
+}
+
+bool ChaosStack::PostgresWritable() {
+  try {
+    pqxx::connection conn(database_url() + "&connect_timeout=1");
+    pqxx::nontransaction tx(conn);
+    tx.exec("SET statement_timeout = 1000");
+    tx.exec("SELECT pg_logical_emit_message(true, 'chaos', 'writable')");
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 void ChaosStack::ArmReconcilerFailpoint(const std::string& failpoints) {
@@ -324,7 +472,7 @@ void ChaosStack::ArmReconcilerFailpoint(const std::string& failpoints) {
 
 int ChaosStack::RunReconciler(const std::string& failpoints, std::vector<std::string> args) {
   auto env = FastAcquirerSettings();
-  env.insert({{"DATABASE_URL", "postgresql://postgres@127.0.0.1:" + std::to_string(pg_proxy_->port()) + "/postgres"},
+  env.insert({{"DATABASE_URL", DaemonDatabaseUrl()},
               {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(acquirer_proxy_->port())},
               {"ACQUIRER_API_KEY", acquirer_key_},
               {"RECONCILER_GRACE_PERIOD", "2s"},
@@ -387,9 +535,9 @@ void ChaosStack::HealAll() {
     std::lock_guard lock(mutex_);
     if (!start_failure_.empty()) throw std::runtime_error("the supervisor could not restart a daemon: " + start_failure_);
   }
-  pg_proxy_->Pass();
-  kafka_proxy_->Pass();
-  acquirer_proxy_->Pass();
+  pg_links_.Pass();
+  kafka_links_.Pass();
+  acquirer_links_.Pass();
   {
     std::lock_guard lock(mutex_);
     reconciler_failpoints_.clear();
@@ -408,10 +556,40 @@ void ChaosStack::HealAll() {
 
 std::vector<std::uint16_t> ChaosStack::ApiPorts() const { return api_ports_; }
 
+namespace {
+// postgresql://postgres@127.0.0.1:P1,127.0.0.1:P2/postgres?target_session_attrs=read-write, or one host.
+std::string MultiHostUrl(const std::vector<int>& ports) {
+  std::string hosts;
+  for (const int port : ports) hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(port);
+  return "postgresql://postgres@" + hosts + "/postgres?target_session_attrs=read-write";
+}
+}  // namespace
+
 std::string ChaosStack::database_url() const {
-  return "postgresql://postgres@127.0.0.1:" + std::to_string(pg_port_) + "/postgres";
+  if (!high_availability()) return MultiHostUrl({pg_port_});
+  std::vector<int> ports;
+  std::ifstream env(state_ / "patroni" / "cluster.env");
+  for (std::string line; std::getline(env, line);) {
+    if (!line.starts_with("PATRONI_PG_PORTS=")) continue;
+    std::istringstream words(line.substr(line.find('=') + 1));
+    for (std::string word; words >> word;) {
+      std::erase(word, '\'');
+      ports.push_back(std::stoi(word));
+    }
+  }
+  return MultiHostUrl(ports);
 }
 
-std::string ChaosStack::kafka_bootstrap() const { return "127.0.0.1:" + std::to_string(kafka_proxy_->port()); }
+std::string ChaosStack::DaemonDatabaseUrl() const {
+  std::vector<int> ports;
+  for (const auto& proxy : pg_proxies_) ports.push_back(proxy->port());
+  return MultiHostUrl(ports);
+}
+
+std::string ChaosStack::kafka_bootstrap() const {
+  std::string list;
+  for (const auto& proxy : broker_proxies_) list += (list.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(proxy->port());
+  return list;
+}
 
 }  // namespace charge_outbox::chaos

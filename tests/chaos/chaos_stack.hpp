@@ -5,6 +5,12 @@
 //   connects through the proxies; acquirer-sim on a fixed port with its ledger on disk; two charge-api,
 //   two outbox-relay; the reconciler as a process run on a timer, as its CronJob runs it.
 //
+//   Or the topology users run (UseHighAvailability): PostgreSQL under Patroni, two nodes and one etcd
+//   member (deploy/local/lib/patroni.sh), and three KRaft brokers (kafka_cluster.sh) with replication
+//   factor 3 and min.insync.replicas 2. A proxy stands in front of every PostgreSQL node and every broker
+//   (each broker advertises its proxy, so replication between brokers crosses it too); the daemons get
+//   the multi-host URL with target_session_attrs=read-write and the list of brokers, as a release does.
+//
 // A supervisor thread keeps each daemon in the state the fault schedule wants: a daemon killed (or one
 // that crashed at a failpoint) is started again once its down time is over, without failpoints.
 //
@@ -45,6 +51,20 @@ struct Merchant {
 enum class Daemon { kChargeApi, kRelay, kAcquirer };
 std::string_view ToString(Daemon daemon);
 
+// The proxies in front of one dependency: every PostgreSQL node, every broker, or the acquirer. A fault
+// on the link is a fault on each of them (the database away is away whichever node is primary).
+class LinkGroup {
+ public:
+  void Add(testing::FaultProxy& proxy) { proxies_.push_back(&proxy); }
+  void Pass() { for (auto* p : proxies_) p->Pass(); }
+  void Delay(std::chrono::milliseconds delay) { for (auto* p : proxies_) p->Delay(delay); }
+  void BlackHole() { for (auto* p : proxies_) p->BlackHole(); }
+  void Reset() { for (auto* p : proxies_) p->Reset(); }
+
+ private:
+  std::vector<testing::FaultProxy*> proxies_;
+};
+
 class ChaosStack {
  public:
   ChaosStack(Binaries binaries, std::filesystem::path state_dir, std::ostream& log);
@@ -57,6 +77,11 @@ class ChaosStack {
   // `reconciler.deadline`). Short, so that charges cross it under load: past it a capture is voided, never
   // kept, and a stalled actor's stale capture must not undo that void.
   void SetDeadline(std::chrono::seconds deadline) { deadline_ = deadline; }
+  // Before Start: the HA topology, with `replication` "sync" (Patroni's synchronous_mode), "strict"
+  // (synchronous_mode_strict) or "async".
+  void UseHighAvailability(const std::string& replication);
+  bool high_availability() const { return !replication_.empty(); }
+  const std::string& replication() const { return replication_; }
 
   // PostgreSQL, Kafka, proxies, schema, merchants, every daemon, the supervisor and the reconciler timer.
   void Start();
@@ -73,13 +98,33 @@ class ChaosStack {
 
   // acquirer-sim's fault profile (PUT /admin/faults); "{}" is a healthy acquirer.
   bool SetAcquirerFaults(const std::string& profile_json);
-  // pg_ctl stop/start, and the broker stopped and started on the same ports (data kept).
+  // pg_ctl stop/start, and the broker stopped and started on the same ports (data kept). In the HA
+  // topology: the primary's PostgreSQL crashes (SIGKILL of its processes; Patroni starts it again or fails
+  // over), and the broker leading the most partitions is SIGKILLed and started again.
   void RestartPostgres();
   void RestartKafka();
 
-  testing::FaultProxy& postgres_link() { return *pg_proxy_; }
-  testing::FaultProxy& kafka_link() { return *kafka_proxy_; }
-  testing::FaultProxy& acquirer_link() { return *acquirer_proxy_; }
+  LinkGroup& postgres_link() { return pg_links_; }
+  LinkGroup& kafka_link() { return kafka_links_; }
+  LinkGroup& acquirer_link() { return acquirer_links_; }
+
+  // The HA topology's own faults (deploy/local/lib/patroni.sh and kafka_cluster.sh do the work).
+  std::string PostgresPrimary();                        // "pg1", ...; empty while none
+  std::string PostgresStandby();                        // a node that is not the primary
+  bool PostgresWhole(std::chrono::seconds within);      // every node up, a leader, a sync standby (sync)
+  void KillPostgresNode(const std::string& node);       // SIGKILL of Patroni and its PostgreSQL
+  void StartPostgresNode(const std::string& node);      // it rejoins (pg_rewind or a fresh copy)
+  // SIGSTOP (or SIGCONT) of a standby's WAL receiver: the standby falls behind, as a slow network makes it.
+  void PauseWalReceiver(const std::string& node, bool pause);
+  void KillEtcd();
+  void StartEtcd();
+  int BusiestBroker();                                  // the node (1..3) leading the most partitions
+  void KillBroker(int node);
+  void StartBroker(int node);                           // and waits until it is registered and unfenced
+  testing::FaultProxy& broker_link(int node) { return *broker_proxies_.at(static_cast<std::size_t>(node - 1)); }
+  int brokers() const { return static_cast<int>(broker_proxies_.size()); }
+  // A transaction that writes WAL commits through the direct multi-host URL within a second.
+  bool PostgresWritable();
 
   // The reconciler's next timed runs use `failpoints` once (a run that crashes there).
   void ArmReconcilerFailpoint(const std::string& failpoints);
@@ -101,7 +146,7 @@ class ChaosStack {
   std::vector<std::uint16_t> ApiPorts() const;
   std::uint16_t acquirer_port() const { return acquirer_port_; }
   const std::vector<Merchant>& merchants() const { return merchants_; }
-  std::string database_url() const;  // direct, not through the proxy: for the checker
+  std::string database_url() const;  // direct, not through the proxies: for the checker
   std::string kafka_bootstrap() const;
   const std::string& topic() const { return topic_; }
   const std::filesystem::path& state_dir() const { return state_; }
@@ -116,6 +161,9 @@ class ChaosStack {
     int starts = 0;
   };
 
+  void StartPostgres();
+  void StartKafka();
+  std::string DaemonDatabaseUrl() const;  // through the proxies
   void StartProcess(Slot& slot);
   void Reap(Slot& slot);
   void Supervise();
@@ -137,7 +185,11 @@ class ChaosStack {
   std::uint16_t acquirer_port_ = 0;
   std::vector<std::uint16_t> api_ports_;
   std::vector<std::uint16_t> admin_ports_;  // charge-api's /readyz and /metrics
-  std::unique_ptr<testing::FaultProxy> pg_proxy_, kafka_proxy_, acquirer_proxy_;
+  // One per PostgreSQL node (one in the single topology) and one per broker, in node order.
+  std::vector<std::unique_ptr<testing::FaultProxy>> pg_proxies_, broker_proxies_;
+  std::unique_ptr<testing::FaultProxy> acquirer_proxy_;
+  LinkGroup pg_links_, kafka_links_, acquirer_links_;
+  std::string replication_;  // empty: the single topology
   std::string reconciler_failpoints_;
   std::string clock_skew_;  // charge-api #1's FAKETIME; empty: none
   std::chrono::seconds deadline_{3600};

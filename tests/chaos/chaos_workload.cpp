@@ -142,18 +142,24 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
 
   while (Clock::now() < give_up_at) {
     testing::HttpTestClient client(ports[rng() % ports.size()], "127.0.0.1", options_.request_timeout);
+    const auto sent = Clock::now();
     const auto r = client.Post("/v1/charges", body, headers);
+    const auto answered = Clock::now();
     ++outcome.attempts;
     const auto label = Label(r);
+    std::string answer = label;
     if (label == "503") {
       // Which 503: the database's, or our own acquirer queue's before or after the charge's intent.
       boost::system::error_code ec;
       const auto problem = boost::json::parse(r.response.body(), ec);
       const auto* o = ec ? nullptr : problem.if_object();
       const auto type = o == nullptr ? std::string() : Str(*o, "type");
-      count("503 " + type.substr(type.rfind(':') + 1) + (o != nullptr && o->contains("charge_id") ? " (after the intent)" : ""));
-    } else {
-      count(label);
+      answer = "503 " + type.substr(type.rfind(':') + 1) + (o != nullptr && o->contains("charge_id") ? " (after the intent)" : "");
+    }
+    count(answer);
+    {
+      std::lock_guard lock(answers_mutex_);
+      attempts_.push_back(Attempt{sent, answered, answer});
     }
     const bool refusal = label == "refused" || label == "503" || label == "429";
     if (!refusal) outcome.only_told_to_retry = false;
@@ -221,6 +227,11 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
 std::map<std::string, std::int64_t> Workload::answers() const {
   std::lock_guard lock(answers_mutex_);
   return answers_;
+}
+
+std::vector<Attempt> Workload::attempts() const {
+  std::lock_guard lock(answers_mutex_);
+  return attempts_;
 }
 
 }  // namespace charge_outbox::chaos

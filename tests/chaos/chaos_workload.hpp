@@ -53,6 +53,13 @@ struct IntentOutcome {
   bool started_over = false;  // its order was started again under a new key (the slot after all intents)
 };
 
+// One POST as its client saw it: when it was sent and answered, and the answer ("201", "503 database-
+// unavailable", "timeout", ...). The HA report holds them against the failovers' moments.
+struct Attempt {
+  std::chrono::steady_clock::time_point sent, answered;
+  std::string answer;
+};
+
 struct WorkloadOptions {
   int clients = 16;
   int charges = 3000;
@@ -78,6 +85,8 @@ class Workload {
   const std::vector<IntentOutcome>& outcomes() const { return outcomes_; }
   // Answers by kind, over every attempt ("201", "409", "timeout", "refused", ...).
   std::map<std::string, std::int64_t> answers() const;
+  // Every POST, in no particular order.
+  std::vector<Attempt> attempts() const;
 
  private:
   void Client(int client_index);
@@ -92,6 +101,7 @@ class Workload {
   std::atomic<int> done_{0};
   mutable std::mutex answers_mutex_;
   std::map<std::string, std::int64_t> answers_;
+  std::vector<Attempt> attempts_;  // under answers_mutex_
 };
 
 }  // namespace charge_outbox::chaos

@@ -132,6 +132,10 @@ bootstrap:
     loop_wait: ${PATRONI_LOOP_WAIT:-1}
     retry_timeout: ${PATRONI_RETRY_TIMEOUT:-4}
     maximum_lag_on_failover: 1048576
+    # With etcd lost, the primary stays primary as long as it reaches every other member's REST API:
+    # without it Patroni demotes the primary retry_timeout after its last DCS write, and losing the DCS
+    # alone stops every write (docs/decisions.md, "Patroni's DCS failsafe").
+    failsafe_mode: true
     synchronous_mode: $(jq -r .synchronous_mode <<<"$mode_json")
     synchronous_mode_strict: $(jq -r .synchronous_mode_strict <<<"$mode_json")
     synchronous_node_count: 1
