@@ -183,8 +183,8 @@ void FaultSchedule::Failover() {
   const auto down = std::chrono::milliseconds{2000 + static_cast<int>(cadence_rng_() % 4001)};
   Note("kill the primary (failover)", primary + (lagging ? ", its standby held 1 s behind" : "") + ", back " +
                                           std::to_string(down.count()) + "ms after the new primary writes");
-  FailoverRecord record{primary, Clock::now(), {}, false};
   stack_.KillPostgresNode(primary);
+  FailoverRecord record{primary, Clock::now(), {}, false};  // its postmaster has exited
   if (lagging) stack_.PauseWalReceiver(standby, false);
   // When a write first commits through the multi-host URL: the new primary accepts writes.
   while (Clock::now() - record.killed < 120s) {
@@ -299,12 +299,11 @@ void FaultSchedule::InjectOne() {
       const auto down = Between(2000, 6000);
       slow_.emplace_back([this, down] { Guarded("kill the etcd member", [&] { KillEtcd(down); }); });
     } else {
-      const int node = 1 + index(stack_.brokers());
+      const auto node = static_cast<std::size_t>(index(stack_.brokers()));
       const auto lasts = Between(1000, 4000);
-      Note("black hole to one broker", "node " + std::to_string(node) + " for " + std::to_string(lasts.count()) + "ms");
-      auto& link = stack_.broker_link(node);
-      link.BlackHole();
-      HealLater(lasts, [&link] { link.Pass(); });
+      Note("black hole to one broker", "node " + std::to_string(node + 1) + " for " + std::to_string(lasts.count()) + "ms");
+      stack_.kafka_link().BlackHoleOne(node);
+      HealLater(lasts, [this, node] { stack_.kafka_link().PassOne(node); });
     }
     return;
   }

@@ -26,6 +26,9 @@ testing::EnvChanges FastAcquirerSettings() {
           {"ACQUIRER_RETRY_BACKOFF_BUDGET", "1s"}, {"ACQUIRER_CONNECT_TIMEOUT", "500ms"}};
 }
 
+// A Patroni node's index among the proxies: pg1 -> 0.
+std::size_t NodeIndex(const std::string& node) { return static_cast<std::size_t>(std::stoi(node.substr(2)) - 1); }
+
 constexpr const char* kLibFaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 bool HealthyOver(std::uint16_t port, const std::string& path) {
@@ -35,6 +38,41 @@ bool HealthyOver(std::uint16_t port, const std::string& path) {
 }
 
 }  // namespace
+
+void LinkGroup::Add(testing::FaultProxy& proxy) {
+  std::lock_guard lock(mutex_);
+  proxies_.push_back(&proxy);
+  down_.push_back(false);
+}
+
+void LinkGroup::Each(const std::function<void(testing::FaultProxy&)>& action) {
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < proxies_.size(); ++i) {
+    if (!down_[i]) action(*proxies_[i]);
+  }
+}
+
+void LinkGroup::BlackHoleOne(std::size_t index) {
+  std::lock_guard lock(mutex_);
+  if (!down_.at(index)) proxies_.at(index)->BlackHole();
+}
+
+void LinkGroup::PassOne(std::size_t index) {
+  std::lock_guard lock(mutex_);
+  if (!down_.at(index)) proxies_.at(index)->Pass();
+}
+
+void LinkGroup::Down(std::size_t index) {
+  std::lock_guard lock(mutex_);
+  down_.at(index) = true;
+  proxies_.at(index)->Refuse();
+}
+
+void LinkGroup::Up(std::size_t index) {
+  std::lock_guard lock(mutex_);
+  down_.at(index) = false;
+  proxies_.at(index)->Pass();
+}
 
 std::string_view ToString(Daemon daemon) {
   switch (daemon) {
@@ -372,7 +410,13 @@ bool ChaosStack::SetAcquirerFaults(const std::string& profile_json) {
 void ChaosStack::RestartPostgres() {
   if (high_availability()) {
     const auto primary = PostgresPrimary();
-    if (!primary.empty()) Shell("patroni_kill_postgres " + state_.string() + " " + primary);
+    if (primary.empty()) return;
+    // Down while it is: its port refuses, as a crashed server's does, until Patroni has it running again.
+    pg_links_.Down(NodeIndex(primary));
+    Shell("patroni_kill_postgres " + state_.string() + " " + primary + " && for i in $(seq 600); do"
+          " pg_isready -q -h 127.0.0.1 -p $(patroni_pg_port " + state_.string() + " " + primary +
+          ") && break; sleep 0.1; done");
+    pg_links_.Up(NodeIndex(primary));
     return;
   }
   Shell("pg_stop " + state_.string() + " && pg_start " + state_.string() + " " + std::to_string(pg_port_) + " fast");
@@ -417,9 +461,11 @@ bool ChaosStack::PostgresWhole(std::chrono::seconds within) {
 
 void ChaosStack::KillPostgresNode(const std::string& node) {
   Shell("patroni_kill_node " + state_.string() + " " + node);
+  pg_links_.Down(NodeIndex(node));
 }
 
 void ChaosStack::StartPostgresNode(const std::string& node) {
+  pg_links_.Up(NodeIndex(node));
   Shell("patroni_start_node " + state_.string() + " " + node, std::chrono::seconds{120});
 }
 
@@ -445,9 +491,11 @@ int ChaosStack::BusiestBroker() {
 
 void ChaosStack::KillBroker(int node) {
   Shell("kafka_cluster_kill " + state_.string() + " " + std::to_string(node) + " || true");
+  kafka_links_.Down(static_cast<std::size_t>(node - 1));
 }
 
 void ChaosStack::StartBroker(int node) {
+  kafka_links_.Up(static_cast<std::size_t>(node - 1));
   Shell("kafka_cluster_start_node " + state_.string() + " " + std::to_string(node) + " && kafka_cluster_wait " +
             state_.string() + " 180",
         std::chrono::seconds{240});

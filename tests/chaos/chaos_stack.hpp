@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,17 +53,28 @@ enum class Daemon { kChargeApi, kRelay, kAcquirer };
 std::string_view ToString(Daemon daemon);
 
 // The proxies in front of one dependency: every PostgreSQL node, every broker, or the acquirer. A fault
-// on the link is a fault on each of them (the database away is away whichever node is primary).
+// on the link is a fault on each of them (the database away is away whichever node is primary), except
+// on a node that is down: its proxy refuses connections, as a dead host's port does, until it is up again.
+// (A proxy that accepted and then reset would be a fault of its own: libpq then gives up on the remaining
+// hosts of a multi-host URL.) Thread-safe.
 class LinkGroup {
  public:
-  void Add(testing::FaultProxy& proxy) { proxies_.push_back(&proxy); }
-  void Pass() { for (auto* p : proxies_) p->Pass(); }
-  void Delay(std::chrono::milliseconds delay) { for (auto* p : proxies_) p->Delay(delay); }
-  void BlackHole() { for (auto* p : proxies_) p->BlackHole(); }
-  void Reset() { for (auto* p : proxies_) p->Reset(); }
+  void Add(testing::FaultProxy& proxy);
+  void Pass() { Each([](testing::FaultProxy& p) { p.Pass(); }); }
+  void Delay(std::chrono::milliseconds delay) { Each([delay](testing::FaultProxy& p) { p.Delay(delay); }); }
+  void BlackHole() { Each([](testing::FaultProxy& p) { p.BlackHole(); }); }
+  void Reset() { Each([](testing::FaultProxy& p) { p.Reset(); }); }
+  void BlackHoleOne(std::size_t index);  // one proxy only (one broker partitioned away)
+  void PassOne(std::size_t index);
+  void Down(std::size_t index);  // refuses from now on, whatever the link's faults
+  void Up(std::size_t index);    // passes again
 
  private:
+  void Each(const std::function<void(testing::FaultProxy&)>& action);
+
+  std::mutex mutex_;
   std::vector<testing::FaultProxy*> proxies_;
+  std::vector<bool> down_;
 };
 
 class ChaosStack {
@@ -121,7 +133,6 @@ class ChaosStack {
   int BusiestBroker();                                  // the node (1..3) leading the most partitions
   void KillBroker(int node);
   void StartBroker(int node);                           // and waits until it is registered and unfenced
-  testing::FaultProxy& broker_link(int node) { return *broker_proxies_.at(static_cast<std::size_t>(node - 1)); }
   int brokers() const { return static_cast<int>(broker_proxies_.size()); }
   // A transaction that writes WAL commits through the direct multi-host URL within a second.
   bool PostgresWritable();

@@ -73,7 +73,8 @@ std::vector<LagSample> OutboxLagSampler::samples() const {
 void PrintFailovers(const std::vector<FailoverRecord>& failovers, const std::vector<Attempt>& attempts,
                     const std::vector<LagSample>& lag, std::ostream& out) {
   if (failovers.empty()) return;
-  out << "failovers (s from the kill; 503s answered from the kill until 10 s after the new primary wrote)\n"
+  out << "failovers (s from the kill; answers from the kill until 10 s after the new primary wrote: 503s for the\n"
+         "database, and of those the ones sent after the new primary accepted writes; other 503s, timeouts, drops)\n"
       << "  node  writable  first 201  503s  503s sent after writable  other failures  worst outbox lag\n";
   std::vector<double> writable, first_201;
   std::int64_t total_503 = 0, total_late_503 = 0;
@@ -87,7 +88,7 @@ void PrintFailovers(const std::vector<FailoverRecord>& failovers, const std::vec
         if (!first || s < *first) first = s;
       }
       if (a.answered < f.killed || a.answered > until) continue;
-      if (a.answer.rfind("503", 0) == 0) {
+      if (a.answer.rfind("503 unavailable", 0) == 0) {
         ++n503;
         if (f.became_writable && a.sent >= f.writable) ++late503;
       } else if (a.answer != "201" && a.answer != "202" && a.answer != "402" && a.answer != "409") {
@@ -107,7 +108,7 @@ void PrintFailovers(const std::vector<FailoverRecord>& failovers, const std::vec
         << std::setw(18) << Figure(WorstLag(lag, f.killed, until)) << "\n";
   }
   out << "  median: writable " << Figure(Median(writable)) << " s, first 201 " << Figure(Median(first_201))
-      << " s; 503s: " << total_503 << " in " << failovers.size() << " failovers, " << total_late_503
+      << " s; database 503s: " << total_503 << " in " << failovers.size() << " failovers, " << total_late_503
       << " of them sent after the new primary accepted writes\n";
 }
 
