@@ -1,11 +1,12 @@
 // The inbox across a PostgreSQL restart (issue 45): settlement-projection, the real binary, with its own
 // database on a server of the test's own (OwnPostgres), consuming a fresh topic that the real outbox-relay
 // feeds from a source database on the shared test server (the settlement-projection e2e fixture). Charges
-// keep being written and published while the projection's server is restarted (fast shutdown, then
-// immediate, one test each): the consumer's connection (one per member, outside any pool) dies with the
-// server, and the daemon must retry its batch on a new connection without exiting. Then every event is
-// applied exactly once (the inbox holds each event once, each charge's progress is its last sequence,
-// the totals equal the source's), and the projection resumes and catches up within a bound, measured.
+// keep being written and published while the projection's server is restarted (fast shutdown; immediate;
+// immediate and kept down 8 s, as long as a failover, one test each): the consumer's connection (one per
+// member, outside any pool) dies with the server, and the daemon must retry its batch on a new connection
+// without exiting. Then every event is applied exactly once (the inbox holds each event once, each charge's
+// progress is its last sequence, the totals equal the source's), and the projection resumes within one
+// backoff ceiling (inbox.backoff.max) of the server's return and catches up, both measured.
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>
@@ -62,13 +63,15 @@ std::string ScalarAt(const std::string& url, const std::string& sql) {
 
 std::int64_t CountAt(const std::string& url, const std::string& sql) { return std::stoll(ScalarAt(url, sql)); }
 
-const char* Name(OwnPostgres::Shutdown how) { return how == OwnPostgres::Shutdown::kFast ? "fast" : "immediate"; }
+// The inbox's default backoff ceiling (inbox.backoff.max): after an outage, the longest wait for the next try.
+constexpr auto kBackoffMax = 5s;
 
-class InboxPgRestartE2E : public ::testing::TestWithParam<OwnPostgres::Shutdown> {};
+class InboxPgRestartE2E : public ::testing::TestWithParam<PgOutage> {};
 
 TEST_P(InboxPgRestartE2E, TheProjectionSurvivesAppliesEveryEventOnceAndCatchesUp) {
-  const auto how = GetParam();
-  ProjectionE2E f(std::string("inbox_restart_") + Name(how));
+  const auto outage = GetParam();
+  const auto name = outage.Name();
+  ProjectionE2E f("inbox_restart_" + name);
   OwnPostgres server(PROJECT_SOURCE_DIR, "inbox_pg_restart");
   {
     pqxx::connection conn(server.url());
@@ -105,7 +108,7 @@ TEST_P(InboxPgRestartE2E, TheProjectionSurvivesAppliesEveryEventOnceAndCatchesUp
   const bool streaming = Eventually([&] { return Metric(*projection, kApplied) >= applied_before + 100; }, 15s);
   const auto failures_before = Metric(*projection, kBatchFailures);
   const auto restarted_at = std::chrono::steady_clock::now();
-  server.Restart(how);  // returns once the new server accepts connections
+  server.Restart(outage.how, outage.down_for);  // returns once the new server accepts connections
   const auto back_at = std::chrono::steady_clock::now();
   const auto in_inbox_at_back = CountAt(url, "SELECT count(*) FROM inbox");
   const auto written_at_back = CountAt(f.source_db().url(), "SELECT count(*) FROM outbox");
@@ -116,17 +119,17 @@ TEST_P(InboxPgRestartE2E, TheProjectionSurvivesAppliesEveryEventOnceAndCatchesUp
   writer.join();
   const auto stopped_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(streaming) << "the projection was not applying when the server went\n" << projection->Output();
-  ASSERT_TRUE(resumed) << Name(how) << " restart: nothing applied 20 s after the server was back\n"
+  ASSERT_TRUE(resumed) << name << ": nothing applied 20 s after the server was back\n"
                        << projection->Output();
   ASSERT_TRUE(Eventually([&] { return Unpublished(f.source_db()) == 0; }, 30s)) << relay->Output();
   ASSERT_TRUE(Eventually(caught_up, 30s))
-      << Name(how) << " restart: the projection did not catch up: inbox " << ScalarAt(url, kInboxProgress)
+      << name << ": the projection did not catch up: inbox " << ScalarAt(url, kInboxProgress)
       << ", source " << f.source_db().Scalar(kSourceProgress) << "\n" << projection->Output();
   const auto caught_up_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(Eventually([&] { return f.OffsetsCommitted(); }, 10s));
 
   // The daemon lived through it, and says it is alive and ready.
-  ASSERT_TRUE(projection->process().Running()) << Name(how) << " restart: the projection exited\n"
+  ASSERT_TRUE(projection->process().Running()) << name << ": the projection exited\n"
                                                << projection->Output();
   HttpTestClient admin(projection->admin_port());
   EXPECT_EQ(admin.Get("/healthz").status(), 200u);
@@ -152,21 +155,23 @@ TEST_P(InboxPgRestartE2E, TheProjectionSurvivesAppliesEveryEventOnceAndCatchesUp
   EXPECT_GT(Metric(*projection, kBatchFailures), failures_before) << "the consumer never met the outage";
 
   const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
-  std::cout << "[ figures  ] " << Name(how) << " restart: server down and up in " << ms(back_at - restarted_at)
+  std::cout << "[ figures  ] " << name << ": server down and up in " << ms(back_at - restarted_at)
             << " ms, " << written_at_back - in_inbox_at_back << " events written and not yet applied when it was back;"
             << " first batch applied " << ms(resumed_at - back_at) << " ms after it accepted connections;"
             << " caught up " << ms(caught_up_at - stopped_at) << " ms after the last write ("
             << ms(caught_up_at - back_at) << " ms after the server was back); " << written << " events, applied "
             << applied << ", duplicates " << duplicates << ", failed batches "
             << Metric(*projection, kBatchFailures) - failures_before << "\n";
+  // Bounds: the first batch within one backoff ceiling of the server's return, all caught up soon after.
+  EXPECT_LT(resumed_at - back_at, kBackoffMax + 1s);
   EXPECT_LT(caught_up_at - back_at, 15s) << "catch-up bound";
 }
 
-INSTANTIATE_TEST_SUITE_P(Shutdowns, InboxPgRestartE2E,
-                         ::testing::Values(OwnPostgres::Shutdown::kFast, OwnPostgres::Shutdown::kImmediate),
-                         [](const ::testing::TestParamInfo<OwnPostgres::Shutdown>& shutdown) {
-                           return std::string(shutdown.param == OwnPostgres::Shutdown::kFast ? "Fast" : "Immediate");
-                         });
+INSTANTIATE_TEST_SUITE_P(Outages, InboxPgRestartE2E,
+                         ::testing::Values(PgOutage{OwnPostgres::Shutdown::kFast},
+                                           PgOutage{OwnPostgres::Shutdown::kImmediate},
+                                           PgOutage{OwnPostgres::Shutdown::kImmediate, 8s}),
+                         [](const ::testing::TestParamInfo<PgOutage>& outage) { return outage.param.Name(); });
 
 }  // namespace
 }  // namespace charge_outbox::testing

@@ -13,15 +13,12 @@
 
 namespace charge_outbox::testing {
 
-// charge-api against acquirer-sim on `acquirer_port`, with short acquirer timeouts and lease so that
-// unknown outcomes and dead owners resolve in seconds, and no failpoints unless the test adds them.
-inline EnvChanges FastChargeApiEnv(const std::string& database_url, int acquirer_port,
-                                   const std::string& acquirer_api_key) {
+// A process that calls acquirer-sim on `acquirer_port` as a client (the reconciler, charge-admin), with
+// short acquirer timeouts (1 s a request, two tries, 1 s of backoff budget), and no failpoints unless the
+// test adds them.
+inline EnvChanges FastAcquirerClientEnv(const std::string& database_url, int acquirer_port,
+                                        const std::string& acquirer_api_key) {
   return EnvChanges{{"DATABASE_URL", database_url},
-                    {"HTTP_ADDRESS", "127.0.0.1"},
-                    {"HTTP_PORT", "0"},
-                    {"ADMIN_ADDRESS", "127.0.0.1"},
-                    {"ADMIN_PORT", "0"},
                     {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(acquirer_port)},
                     {"ACQUIRER_API_KEY", acquirer_api_key},
                     {"ACQUIRER_REQUEST_TIMEOUT", "1s"},
@@ -29,9 +26,21 @@ inline EnvChanges FastChargeApiEnv(const std::string& database_url, int acquirer
                     {"ACQUIRER_RETRY_BACKOFF_BASE", "50ms"},
                     {"ACQUIRER_RETRY_BACKOFF_MAX", "100ms"},
                     {"ACQUIRER_RETRY_BACKOFF_BUDGET", "1s"},
-                    {"CHARGE_LEASE", "3s"},
-                    {"SHUTDOWN_DEADLINE", "2s"},
                     {"FAILPOINTS", std::nullopt}};
+}
+
+// charge-api against acquirer-sim on `acquirer_port`, with short acquirer timeouts and lease so that
+// unknown outcomes and dead owners resolve in seconds, and no failpoints unless the test adds them.
+inline EnvChanges FastChargeApiEnv(const std::string& database_url, int acquirer_port,
+                                   const std::string& acquirer_api_key) {
+  auto env = FastAcquirerClientEnv(database_url, acquirer_port, acquirer_api_key);
+  env["HTTP_ADDRESS"] = "127.0.0.1";
+  env["HTTP_PORT"] = "0";
+  env["ADMIN_ADDRESS"] = "127.0.0.1";
+  env["ADMIN_PORT"] = "0";
+  env["CHARGE_LEASE"] = "3s";
+  env["SHUTDOWN_DEADLINE"] = "2s";
+  return env;
 }
 
 // A merchant and its API key, stored hashed as charge-api expects.

@@ -4,7 +4,9 @@
 // loopback port, without fsync (a throwaway cluster). Header-only, like charge_stack.hpp.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -50,13 +52,14 @@ class OwnPostgres {
     return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/" + db;
   }
 
-  // Stops the server as `how` says and starts it again, same data and port; returns once it accepts
-  // connections (pg_ctl -w).
-  void Restart(Shutdown how) {
+  // Stops the server as `how` says and starts it again, same data and port, after `down_for` (an outage
+  // longer than a restart's); returns once it accepts connections (pg_ctl -w).
+  void Restart(Shutdown how, std::chrono::seconds down_for = std::chrono::seconds{0}) {
     const std::string data = state_.string() + "/postgres/data";
     const std::string mode = how == Shutdown::kFast ? "fast" : "immediate";
-    Shell("_pg_as_owner \"$PG_BIN/pg_ctl\" -D " + data + " -m " + mode + " -w -t 30 stop >/dev/null && pg_start " +
-          state_.string() + " " + std::to_string(port_) + " fast");
+    const std::string pause = down_for.count() > 0 ? "sleep " + std::to_string(down_for.count()) + " && " : "";
+    Shell("_pg_as_owner \"$PG_BIN/pg_ctl\" -D " + data + " -m " + mode + " -w -t 30 stop >/dev/null && " + pause +
+          "pg_start " + state_.string() + " " + std::to_string(port_) + " fast");
   }
 
   // Runs `script` in bash with the local stack's libraries sourced; throws with its output if it fails.
@@ -75,5 +78,19 @@ class OwnPostgres {
   std::filesystem::path state_;
   int port_;
 };
+
+// One way a test's server goes away, as a test parameter: how it stops, and how long it stays down (0: it
+// starts again at once; longer: an outage as long as a failover).
+struct PgOutage {
+  OwnPostgres::Shutdown how = OwnPostgres::Shutdown::kFast;
+  std::chrono::seconds down_for{0};
+
+  // "Fast", "Immediate", "ImmediateDown8s": the test name's suffix.
+  std::string Name() const {
+    return std::string(how == OwnPostgres::Shutdown::kFast ? "Fast" : "Immediate") +
+           (down_for.count() > 0 ? "Down" + std::to_string(down_for.count()) + "s" : "");
+  }
+};
+inline void PrintTo(const PgOutage& outage, std::ostream* os) { *os << outage.Name(); }
 
 }  // namespace charge_outbox::testing
