@@ -15,24 +15,11 @@
 # Needs Debian's patroni and etcd-server (deploy/local/install-deps) and Kafka's jars (tests/run fetches them).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-source "$root/deploy/local/lib/common.sh"
-source "$root/deploy/local/lib/postgres.sh"
+source "$root/tests/ha/lib.sh"
 source "$root/deploy/local/lib/patroni.sh"
-source "$root/deploy/local/lib/kafka.sh"
-source "$root/deploy/local/lib/kafka_cluster.sh"
 
-fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
-step() { printf '== %s (%ss)\n' "$*" "$SECONDS" >&2; }
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-
-for bin in "$PATRONI_BIN" "$ETCD_BIN" "$PG_BIN/postgres"; do
-  [[ -x $bin ]] || fail "$bin is missing: run deploy/local/install-deps"
-done
-
-# Under /var/tmp: the postgres user (when root) must reach the data directories.
-work=$(mktemp -d /var/tmp/charge-outbox-ha-test.XXXXXX)
-chmod 755 "$work"
+require_executables "run deploy/local/install-deps" "$PATRONI_BIN" "$ETCD_BIN" "$PG_BIN/postgres"
+work=$(new_work_dir ha-test)
 writer_pid="" producer_pid="" kafka_starter=""
 # The producer run in the background (and its pipeline's java), when it has not finished by itself.
 stop_producer() {
@@ -171,12 +158,6 @@ produce() {
       --request-timeout-ms 3000 --message-send-max-retries 1000000 --retry-backoff-ms 200 \
       --producer-property linger.ms=0 >"$work/produce.log" 2>&1
 }
-# Records on the topic: the sum of its partitions' end offsets.
-topic_records() {
-  KAFKA_TOOLS_JAVA_OPTS="-Xmx64m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC" \
-    kafka_run_class org.apache.kafka.tools.GetOffsetShell --bootstrap-server "$bootstrap" --topic "$topic" 2>/dev/null |
-    awk -F: '{ s += $3 } END { print s + 0 }'
-}
 
 produce 1 60 || { cat "$work/produce.log" >&2; fail "acks=all produce with three brokers failed"; }
 
@@ -186,7 +167,7 @@ kill_at=$(now)
 kafka_cluster_kill "$work" "$leader"
 produce 61 60 || { cat "$work/produce.log" >&2; fail "acks=all produce with one broker down (min ISR met) failed"; }
 echo "broker loss: 60 acks=all records produced after the kill of broker $leader in $(since "$kill_at") s (its partitions wait until the controller fences it)"
-records=$(topic_records)
+records=$(topic_records "$bootstrap" "$topic")
 [[ $records == 120 ]] || fail "the topic holds $records records, not the 120 acknowledged"
 
 second=$((leader % 3 + 1))
