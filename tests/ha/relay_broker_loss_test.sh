@@ -16,7 +16,7 @@
 #      brokers started again: the gauge drops to 0 and the outbox drains to 0 unpublished (time printed);
 #   then the whole topic is read back: every event in the outbox is on it, each charge's events in sequence
 #   order; duplicates are counted and printed. Everything is stopped and no port is left listening.
-# About two minutes on the 2-core machine. Arguments: the outbox-relay and charge-migrate binaries (ctest
+# 70-80 s on the 2-core machine. Arguments: the outbox-relay and charge-migrate binaries (ctest
 # passes them; default: build/test's). Needs Kafka's jars (tests/run fetches them) and PostgreSQL 15.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
