@@ -167,7 +167,11 @@ class RdKafkaPublisher final : public EventPublisher {
       return {StallCause::kBrokersUnreachable, std::string("no metadata from any broker: ") + rd_kafka_err2name(err) +
                                                    ": " + rd_kafka_err2str(err)};
     }
-    StallReport report{StallCause::kUnknown, "every partition has a leader and enough in-sync replicas"};
+    // What the metadata says, not what is: a broker that lost its controller quorum (two of three combined
+    // nodes gone) keeps serving the leaders and ISRs it last had, none of them moved or shrunk.
+    StallReport report{StallCause::kUnknown,
+                       "the metadata shows every partition with a leader and enough in-sync replicas; it may be "
+                       "stale if the cluster lost its controller quorum"};
     // Kafka 3.7 and later (KIP-966) require min(min.insync.replicas, replication factor) in sync; the
     // comparison below takes the same minimum per partition.
     const int min_isr = MinInsyncReplicas(ms);

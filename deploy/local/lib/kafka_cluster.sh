@@ -250,6 +250,11 @@ kafka_cluster_stop() {
     fi
     rm -f "$(_kafka_cluster_dir "$state")/node$id/kafka.pid"
   done
-  for i in $KAFKA_CLUSTER_PORTS $KAFKA_CLUSTER_CONTROLLER_PORTS; do port_in_use "$i" && left+=("$i"); done
+  # A node just killed may hold its ports a moment after its pid is gone (see kafka_cluster_start_node).
+  local waited
+  for i in $KAFKA_CLUSTER_PORTS $KAFKA_CLUSTER_CONTROLLER_PORTS; do
+    for ((waited = 0; waited < 100; waited++)); do port_in_use "$i" || break; sleep 0.1; done
+    port_in_use "$i" && left+=("$i")
+  done
   ((${#left[@]} == 0)) || { echo "kafka_cluster_stop: still listening: ports ${left[*]}" >&2; return 1; }
 }
