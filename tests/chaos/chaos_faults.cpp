@@ -172,12 +172,11 @@ void FaultSchedule::Failover() {
   }
   const auto primary = stack_.PostgresPrimary();
   if (primary.empty()) return;
-  const auto standby = stack_.PostgresStandby();
-  // With asynchronous replication, the standby held behind for a second first: what the primary commits
-  // meanwhile is acknowledged to clients and, after the failover, gone.
+  // With asynchronous replication, the standby held behind for a second first (the primary's WAL senders
+  // stopped): what the primary commits meanwhile is acknowledged to clients and, after the failover, gone.
   const bool lagging = stack_.replication() == "async";
   if (lagging) {
-    stack_.PauseWalReceiver(standby, true);
+    stack_.PauseWalSenders(primary, true);
     std::this_thread::sleep_for(1s);
   }
   const auto down = std::chrono::milliseconds{2000 + static_cast<int>(cadence_rng_() % 4001)};
@@ -185,7 +184,6 @@ void FaultSchedule::Failover() {
                                           std::to_string(down.count()) + "ms after the new primary writes");
   stack_.KillPostgresNode(primary);
   FailoverRecord record{primary, Clock::now(), {}, false};  // its postmaster has exited
-  if (lagging) stack_.PauseWalReceiver(standby, false);
   // When a write first commits through the multi-host URL: the new primary accepts writes.
   while (Clock::now() - record.killed < 120s) {
     if (stack_.PostgresWritable()) {

@@ -469,11 +469,11 @@ void ChaosStack::StartPostgresNode(const std::string& node) {
   Shell("patroni_start_node " + state_.string() + " " + node, std::chrono::seconds{120});
 }
 
-void ChaosStack::PauseWalReceiver(const std::string& node, bool pause) {
-  // The WAL receiver is the standby postmaster's child whose title says so.
+void ChaosStack::PauseWalSenders(const std::string& node, bool pause) {
+  // A WAL sender is the postmaster's child whose title says so.
   Shell("pm=$(head -n 1 " + (state_ / "patroni" / node / "data" / "postmaster.pid").string() +
         ") && for pid in $(ps -o pid= --ppid \"$pm\"); do"
-        " if grep -q walreceiver /proc/$pid/cmdline 2>/dev/null; then kill -" +
+        " if grep -q walsender /proc/$pid/cmdline 2>/dev/null; then kill -" +
         (pause ? "STOP" : "CONT") + " $pid; fi; done");
 }
 

@@ -169,9 +169,10 @@ class RdKafkaPublisher final : public EventPublisher {
     }
     // What the metadata says, not what is: a broker that lost its controller quorum (two of three combined
     // nodes gone) keeps serving the leaders and ISRs it last had, none of them moved or shrunk.
+    constexpr std::string_view kMaybeStale = "; it may be stale if the cluster lost its controller quorum";
     StallReport report{StallCause::kUnknown,
-                       "the metadata shows every partition with a leader and enough in-sync replicas; it may be "
-                       "stale if the cluster lost its controller quorum"};
+                       "the metadata shows every partition with a leader and enough in-sync replicas" +
+                           std::string(kMaybeStale)};
     // Kafka 3.7 and later (KIP-966) require min(min.insync.replicas, replication factor) in sync; the
     // comparison below takes the same minimum per partition.
     const int min_isr = MinInsyncReplicas(ms);
@@ -193,7 +194,8 @@ class RdKafkaPublisher final : public EventPublisher {
                                                         std::to_string(min_isr)};
         } else if (report.cause == StallCause::kUnknown && min_isr <= 0 && p.isr_cnt < p.replica_cnt) {
           report.detail = partition + " has " + std::to_string(p.isr_cnt) + " of " + std::to_string(p.replica_cnt) +
-                          " replicas in sync (min.insync.replicas unknown: DescribeConfigs refused or timed out)";
+                          " replicas in sync (min.insync.replicas unknown: DescribeConfigs refused or timed out)" +
+                          std::string(kMaybeStale);
         }
       }
     }
