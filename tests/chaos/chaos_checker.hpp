@@ -78,6 +78,10 @@ struct CheckOptions {
   bool forgetting_allowed = false;
   // Invariant 14 (the window report has run over the whole load and recorded its orphans).
   bool window_report_ran = false;
+  // When the database may have acknowledged commits it then forgot (from the standby falling behind to
+  // the primary's kill, with some slack): a final answer a client received then is explained by the loss.
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>>
+      forgetting_windows;
 };
 
 Verdict Check(ChaosStack& stack, const std::vector<IntentOutcome>& outcomes, const CheckOptions& options,

@@ -175,6 +175,7 @@ void FaultSchedule::Failover() {
   // With asynchronous replication, the standby held behind for a second first (the primary's WAL senders
   // stopped): what the primary commits meanwhile is acknowledged to clients and, after the failover, gone.
   const bool lagging = stack_.replication() == "async";
+  const auto lagging_from = Clock::now();
   if (lagging) {
     stack_.PauseWalSenders(primary, true);
     std::this_thread::sleep_for(1s);
@@ -183,13 +184,22 @@ void FaultSchedule::Failover() {
   Note("kill the primary (failover)", primary + (lagging ? ", its standby held 1 s behind" : "") + ", back " +
                                           std::to_string(down.count()) + "ms after the new primary writes");
   stack_.KillPostgresNode(primary);
-  FailoverRecord record{primary, Clock::now(), {}, false};  // its postmaster has exited
-  // When a write first commits through the multi-host URL: the new primary accepts writes.
+  const auto killed = Clock::now();  // its postmaster has exited
+  FailoverRecord record{primary, lagging ? lagging_from : killed, killed, {}, false};
+  // When a write first commits through the multi-host URL: the new primary accepts writes. Patroni
+  // promotes no standby further behind than maximum_lag_on_failover (1 MB): then nothing is writable until
+  // the old primary's machine is back, and after 30 s it is started again, as its owner would.
+  bool restarted = false;
   while (Clock::now() - record.killed < 120s) {
     if (stack_.PostgresWritable()) {
       record.writable = Clock::now();
       record.became_writable = true;
       break;
+    }
+    if (!restarted && Clock::now() - record.killed > 30s) {
+      Note("failover refused", "no standby promoted within 30 s (too far behind?): " + primary + " started again");
+      stack_.StartPostgresNode(primary);
+      restarted = true;
     }
     std::this_thread::sleep_for(100ms);
   }
@@ -197,8 +207,10 @@ void FaultSchedule::Failover() {
     std::lock_guard lock(mutex_);
     failovers_.push_back(record);
   }
-  std::this_thread::sleep_for(down);
-  stack_.StartPostgresNode(primary);
+  if (!restarted) {
+    std::this_thread::sleep_for(down);
+    stack_.StartPostgresNode(primary);
+  }
   stack_.PostgresWhole(120s);
 }
 

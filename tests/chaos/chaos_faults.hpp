@@ -51,7 +51,8 @@ struct FaultOptions {
 // A failover as it happened: the kill of the primary, and when a write first committed on the new one.
 struct FailoverRecord {
   std::string node;  // the primary killed
-  std::chrono::steady_clock::time_point killed, writable;
+  // lagging_from: when its standby began to fall behind (asynchronous replication; else the kill).
+  std::chrono::steady_clock::time_point lagging_from, killed, writable;
   bool became_writable = false;
 };
 

@@ -239,6 +239,9 @@ int main(int argc, char** argv) {
     lag = sampler.samples();
     CheckOptions check;
     check.forgetting_allowed = options.replication == "async";
+    for (const auto& f : failovers) {
+      check.forgetting_windows.emplace_back(f.lagging_from - std::chrono::seconds{1}, f.killed + std::chrono::seconds{1});
+    }
     if (stack.high_availability() && settled) {
       // The window report over the whole load, as an operator runs it after a failover: it must record
       // every capture whose charge a failover forgot (invariant 14). Its window settles first.

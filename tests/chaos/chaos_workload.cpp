@@ -187,6 +187,7 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
       if (!id.empty()) outcome.charge_id = id;
       const auto told = status == 402u ? Str(*o, "charge_status") : Str(*o, "status");
       outcome.told.push_back(told);
+      outcome.told_at.push_back(answered);
       if (status != 202u || told == "needs_review") {
         outcome.final_status = static_cast<int>(status);
         outcome.final_charge_status = told;
@@ -205,6 +206,7 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
           const auto state = Str(got.json().as_object(), "status");
           if (state == "pending") continue;
           outcome.told.push_back(state);
+          outcome.told_at.push_back(Clock::now());
           outcome.final_charge_status = state;
           return;
         }
@@ -218,6 +220,7 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
     }
     // 400, 401, 404, 422: a client bug or a server bug; either way nothing a retry can fix.
     outcome.told.push_back("http " + std::to_string(status));
+    outcome.told_at.push_back(answered);
     outcome.final_status = static_cast<int>(status);
     return;
   }

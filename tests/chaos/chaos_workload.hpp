@@ -41,6 +41,7 @@ struct IntentOutcome {
   std::string final_charge_status;    // the body's status (or the GET that ended it)
   std::string charge_id;              // ch_..., once any answer named it
   std::vector<std::string> told;      // every charge state the client was told, in order ("captured", ...)
+  std::vector<std::chrono::steady_clock::time_point> told_at;  // when each of `told` arrived
   // What the answers' words claimed about the key's charge, in order: "no_money" (a text saying no money
   // was taken, or nothing was charged), "under_review" (a 202 with the charge in needs_review).
   std::vector<std::string> claims;
