@@ -177,7 +177,7 @@ void FaultSchedule::Failover() {
   const bool lagging = stack_.replication() == "async";
   const auto lagging_from = Clock::now();
   if (lagging) {
-    stack_.PauseWalSenders(primary, true);
+    stack_.StopWalSenders(primary);
     std::this_thread::sleep_for(1s);
   }
   const auto down = std::chrono::milliseconds{2000 + static_cast<int>(cadence_rng_() % 4001)};

@@ -247,10 +247,13 @@ void ChaosStack::Stop() {
       Reap(slot);
     }
   }
+  // Both, even when the first fails, so that nothing is left running; the failure is still reported.
   if (high_availability()) {
-    Shell("kafka_cluster_stop " + state_.string() + "; patroni_stop " + state_.string());
+    Shell("rc=0; kafka_cluster_stop " + state_.string() + " || rc=1; patroni_stop " + state_.string() +
+          " || rc=1; exit $rc");
   } else {
-    Shell("kafka_stop " + (state_ / "kafka").string() + "; pg_stop " + state_.string());
+    Shell("rc=0; kafka_stop " + (state_ / "kafka").string() + " || rc=1; pg_stop " + state_.string() +
+          " || rc=1; exit $rc");
   }
 }
 
@@ -469,12 +472,11 @@ void ChaosStack::StartPostgresNode(const std::string& node) {
   Shell("patroni_start_node " + state_.string() + " " + node, std::chrono::seconds{120});
 }
 
-void ChaosStack::PauseWalSenders(const std::string& node, bool pause) {
+void ChaosStack::StopWalSenders(const std::string& node) {
   // A WAL sender is the postmaster's child whose title says so.
   Shell("pm=$(head -n 1 " + (state_ / "patroni" / node / "data" / "postmaster.pid").string() +
         ") && for pid in $(ps -o pid= --ppid \"$pm\"); do"
-        " if grep -q walsender /proc/$pid/cmdline 2>/dev/null; then kill -" +
-        (pause ? "STOP" : "CONT") + " $pid; fi; done");
+        " if grep -q walsender /proc/$pid/cmdline 2>/dev/null; then kill -STOP $pid; fi; done");
 }
 
 void ChaosStack::KillEtcd() { Shell("patroni_kill_etcd " + state_.string()); }

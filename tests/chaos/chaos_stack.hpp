@@ -126,9 +126,10 @@ class ChaosStack {
   bool PostgresWhole(std::chrono::seconds within);      // every node up, a leader, a sync standby (sync)
   void KillPostgresNode(const std::string& node);       // SIGKILL of Patroni and its PostgreSQL
   void StartPostgresNode(const std::string& node);      // it rejoins (pg_rewind or a fresh copy)
-  // SIGSTOP (or SIGCONT) of a primary's WAL senders: its standby falls behind, as over a slow network.
-  // (Stopping the standby's receiver instead loses nothing: the kernel keeps receiving into its socket.)
-  void PauseWalSenders(const std::string& node, bool pause);
+  // SIGSTOP of a primary's WAL senders, until the node is killed: its standby falls behind, as over a slow
+  // network. (Stopping the standby's receiver instead loses nothing: the kernel keeps receiving into its
+  // socket.)
+  void StopWalSenders(const std::string& node);
   void KillEtcd();
   void StartEtcd();
   int BusiestBroker();                                  // the node (1..3) leading the most partitions
