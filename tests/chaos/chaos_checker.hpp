@@ -25,10 +25,11 @@
 //      is recorded by the window report run over the whole load (orphan_captures): none missed
 //
 // With asynchronous replication (CheckOptions::forgetting_allowed) a failover may forget commits a client
-// was already answered. Violations of 2, 3, 5, 10 and 11 on a charge such a loss touched (its capture has
-// no local charge, or a retry of the same key created it again, or a client was told about a charge that
-// no longer exists) are counted apart, as explained by a forgotten commit, and the loss is tabled; 14
-// still holds every such capture to the window report.
+// was already answered. Violations of 2, 3, 5, 7, 10 and 11 on a charge such a loss touched (its capture
+// has no local charge, a retry of the same key created it again, an event of it on the topic is no longer
+// in the outbox, or a client was told about a charge that no longer exists), and answers given between the
+// standby's falling behind and the kill (CheckOptions::forgetting_windows), are counted apart, as explained
+// by a forgotten commit, and the loss is tabled; 14 still holds every such capture to the window report.
 #pragma once
 
 #include <cstdint>
