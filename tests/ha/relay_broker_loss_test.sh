@@ -141,13 +141,17 @@ wait_for() {
 drained() { [[ $(unpublished "${1:-}") == 0 ]]; }
 cause_is() { [[ $(stall_cause) == "$1" ]]; }
 cause_set() { [[ $(stall_cause) != none ]]; }
-# Publishing stopped: the counter does not move for SECONDS.
+# Publishing stopped: within 15 s, a window of SECONDS in which the counter does not move. (An event whose
+# write the brokers acknowledged just before the fault may still be marked after it: seen once in CI.)
 assert_not_publishing() {
-  local before after
-  before=$(published)
-  sleep "$1"
-  after=$(published)
-  [[ $before == "$after" ]] || fail "$2: the relay published $((after - before)) events in $1 s"
+  local before after try
+  for try in 1 2 3 4 5; do
+    before=$(published)
+    sleep "$1"
+    after=$(published)
+    [[ $before == "$after" ]] && return 0
+  done
+  fail "$2: the relay kept publishing: $((after - before)) events in the last $1 s of $((5 * $1)) s"
 }
 # The longest pause between two marks since epoch SINCE - 1 s: the stall as the outbox records it.
 longest_pause() {
@@ -233,8 +237,9 @@ echo "two brokers down: outbox_kafka_stalled{cause=\"$cause\"} 1 after ${gauge_s
 if [[ $cause == unknown ]]; then
   [[ $why == *"it may be stale if the cluster lost its controller quorum"* ]] ||
     findings+=("two brokers down: cause 'unknown' without saying the metadata may be stale ($(msg_of "$why"))")
-elif [[ $cause != no_leader && $cause != not_enough_replicas ]]; then
-  findings+=("two brokers down: outbox_kafka_stalled names '$cause', not no_leader, not_enough_replicas or unknown ($(msg_of "$why"))")
+elif [[ $cause != no_leader && $cause != not_enough_replicas && $cause != brokers_unreachable ]]; then
+  # brokers_unreachable: no broker answered the relay's metadata request within its 2 s, also true here.
+  findings+=("two brokers down: outbox_kafka_stalled names '$cause', not no_leader, not_enough_replicas, brokers_unreachable or unknown ($(msg_of "$why"))")
 fi
 stalled_backlog=$(unpublished)
 
