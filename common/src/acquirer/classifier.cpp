@@ -1,5 +1,7 @@
 #include "charge_outbox/acquirer/classifier.hpp"
 
+#include "classify_support.hpp"
+
 #include <boost/json/parse.hpp>
 #include <boost/json/parse_options.hpp>
 #include <boost/json/value.hpp>
@@ -170,6 +172,11 @@ std::optional<system_clock::time_point> ParseAsctime(std::string_view text) {
   return Compose(*year, *month, *day, *time);
 }
 
+}  // namespace
+
+// What the Stripe classifier shares (classify_support.hpp).
+namespace detail {
+
 // ---- JSON bodies -----------------------------------------------------------------------------------
 
 std::optional<json::value> ParseJson(std::string_view body) {
@@ -309,7 +316,16 @@ AttemptOutcome ClassifyCommonStatus(AttemptOutcome outcome) {
   return Finish(std::move(outcome), OutcomeKind::kContractError, "");
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::CaptureFromJson;
+using detail::ClassifyCommonStatus;
+using detail::ClassifyTransportFailure;
+using detail::Finish;
+using detail::Matches;
+using detail::NonEmptyString;
+using detail::ParseJson;
+using detail::Start;
 
 std::optional<std::string_view> HttpResponse::Header(std::string_view name) const {
   for (const auto& [field, value] : headers) {

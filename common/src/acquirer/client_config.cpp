@@ -3,6 +3,9 @@
 #include "charge_outbox/retry/backoff.hpp"
 #include "origin.hpp"
 
+#include <algorithm>
+#include <string>
+
 namespace charge_outbox::acquirer {
 
 using std::chrono::milliseconds;
@@ -26,8 +29,49 @@ AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader) {
   return LoadAcquirerClientConfig(reader, AcquirerBuildRules::kThisBuild);
 }
 
+std::string_view ToString(AcquirerKind kind) {
+  switch (kind) {
+    case AcquirerKind::kNative: return "native";
+    case AcquirerKind::kStripe: return "stripe";
+  }
+  return "?";
+}
+
+std::optional<milliseconds> MaxDeadline(const AcquirerClientConfig& config) {
+  switch (config.kind) {
+    case AcquirerKind::kNative: return std::nullopt;
+    case AcquirerKind::kStripe: {
+      const auto retention = config.stripe.key_retention;
+      return retention - retention / 24 - config.request_timeout;
+    }
+  }
+  return std::nullopt;
+}
+
+void CheckDeadlineAgainstAcquirer(const AcquirerClientConfig& config, std::string_view deadline_key,
+                                  milliseconds deadline) {
+  const auto max = MaxDeadline(config);
+  if (!max.has_value() || deadline <= *max) return;
+  throw config::ConfigError(
+      std::string(deadline_key),
+      "is " + std::to_string(deadline.count()) + "ms, but with acquirer.kind " + std::string(ToString(config.kind)) +
+          " a capture may be sent until the deadline and must reach the acquirer while it still remembers the "
+          "charge's idempotency key (acquirer.stripe.key_retention " +
+          std::to_string(config.stripe.key_retention.count()) +
+          "ms, less a twenty-fourth for clocks, less acquirer.request_timeout): past it the same key makes a new "
+          "payment. At most " + std::to_string(std::max<milliseconds::rep>(max->count(), 0)) + "ms");
+}
+
 AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader, const AcquirerBuildRules& rules) {
   AcquirerClientConfig c;
+  const auto kind = reader.Choice("acquirer.kind", "native", {"native", "stripe"});
+  c.kind = kind == "stripe" ? AcquirerKind::kStripe : AcquirerKind::kNative;
+  c.stripe.key_retention = reader.Duration("acquirer.stripe.key_retention", std::chrono::hours{24}, milliseconds{1000},
+                                           std::chrono::hours{24 * 30});
+  c.stripe.search_lag = reader.Duration("acquirer.stripe.search_lag", std::chrono::minutes{1}, milliseconds{0},
+                                        std::chrono::hours{2});
+  c.stripe.search_rate_limit = reader.Number("acquirer.stripe.search_rate_limit", 20, 0.1, 1000);
+  c.stripe.events_pages = static_cast<int>(reader.Integer("acquirer.stripe.events_pages", 5, 0, 100));
   c.base_url = reader.String("acquirer.url");
   const auto origin = detail::ParseOrigin(c.base_url);
   c.api_key = reader.Secret("acquirer.api_key");

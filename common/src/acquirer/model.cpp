@@ -18,6 +18,7 @@ EvidenceClass EvidenceOf(OutcomeKind kind) {
     case OutcomeKind::kTimedOut:
     case OutcomeKind::kConnectionDropped:
     case OutcomeKind::kServerError:
+    case OutcomeKind::kStoredError:
     case OutcomeKind::kUnavailable:
     case OutcomeKind::kThrottled:
     case OutcomeKind::kInFlight:
@@ -47,7 +48,9 @@ retry::Retryability RetryabilityOf(OutcomeKind kind) {
     case OutcomeKind::kInFlight:
     case OutcomeKind::kUntrustedResponse:
       return retry::Retryability::kTransient;
-    // The acquirer would give the same answer again; a person has to look at the data or the config.
+    // The acquirer would give the same answer again (a stored error: for this key, forever); a lookup or a
+    // person has to look at the data or the config.
+    case OutcomeKind::kStoredError:
     case OutcomeKind::kMismatch:
     case OutcomeKind::kContractError:
       return retry::Retryability::kNever;
@@ -89,6 +92,7 @@ std::string_view ToString(OutcomeKind kind) {
     case OutcomeKind::kTimedOut: return "timed_out";
     case OutcomeKind::kConnectionDropped: return "connection_dropped";
     case OutcomeKind::kServerError: return "server_error";
+    case OutcomeKind::kStoredError: return "stored_error";
     case OutcomeKind::kUnavailable: return "unavailable";
     case OutcomeKind::kThrottled: return "throttled";
     case OutcomeKind::kInFlight: return "in_flight";

@@ -114,6 +114,7 @@ Reading ReadRun(const RunFacts& run, const ChargeFacts& charge) {
     case OutcomeKind::kTimedOut:
     case OutcomeKind::kConnectionDropped:
     case OutcomeKind::kServerError:
+    case OutcomeKind::kStoredError:
     case OutcomeKind::kUnavailable:
     case OutcomeKind::kThrottled:
     case OutcomeKind::kInFlight:

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "admin_config.hpp"
-#include "charge_outbox/acquirer/http_acquirer_client.hpp"
+#include "charge_outbox/acquirer/stripe_acquirer_client.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/charges/orphan_capture_store.hpp"
 #include "charge_outbox/charges/review_store.hpp"
@@ -58,11 +58,11 @@ class AdminDaemon final : public app::Daemon {
     auto review = charges::MakePgReviewStore(database);
     auto merchant_store = merchants::MakePgMerchantStore(database);
     auto orphans = charges::MakePgOrphanCaptureStore(database);
-    acquirer::HttpAcquirerClient acquirer_client(io.get_executor(), config_.acquirer);
+    const auto acquirer_client = acquirer::MakeAcquirerClient(io.get_executor(), config_.acquirer);
     util::AsioClock clock;
     const acquirer::RetryPolicy policy(config_.acquirer.retry, std::make_shared<util::Mt19937RandomSource>());
     std::ostringstream out;
-    Tools tools{*charges, *review, *merchant_store, *orphans, acquirer_client, policy, clock, out, std::cerr};
+    Tools tools{*charges, *review, *merchant_store, *orphans, *acquirer_client, policy, clock, out, std::cerr};
     std::optional<int> status;
     asio::co_spawn(io, RunCommand(tools, command_), [&](std::exception_ptr failure, int value) {
       if (failure) {

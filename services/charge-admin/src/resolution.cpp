@@ -48,6 +48,7 @@ AcquirerView ReadLookup(const acquirer::RetryRun& lookup) {
     case acquirer::OutcomeKind::kTimedOut:
     case acquirer::OutcomeKind::kConnectionDropped:
     case acquirer::OutcomeKind::kServerError:
+    case acquirer::OutcomeKind::kStoredError:
     case acquirer::OutcomeKind::kUnavailable:
     case acquirer::OutcomeKind::kThrottled:
     case acquirer::OutcomeKind::kInFlight:

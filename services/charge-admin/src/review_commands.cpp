@@ -63,7 +63,8 @@ asio::awaitable<std::optional<int>> FinishOnRecord(Tools& t, const Charge& charg
 asio::awaitable<AcquirerView> AskTheAcquirer(Tools& t, const Charge& charge) {
   charges::AttemptRecorder recorder(t.charges, charge.id, acquirer::Operation::kLookup, kActor, "");
   const acquirer::LookupRequest lookup{charges::AcquirerIdempotencyKey(charge),
-                                       acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
+                                       acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()},
+                                       charge.created_at};
   const auto call = [&](std::string request_id) { return t.acquirer.LookupByKey(lookup, std::move(request_id)); };
   const auto run = co_await charges::RunRecorded(t.policy, t.clock, recorder, call);
   [[maybe_unused]] const auto recorded = co_await FinishOnRecord(t, charge, recorder);

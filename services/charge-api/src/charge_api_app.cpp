@@ -16,6 +16,7 @@
 #include "api_responses.hpp"
 #include "api_key_cache.hpp"
 #include "charge_api_probe.hpp"
+#include "charge_outbox/acquirer/stripe_acquirer_client.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/charges/review_store.hpp"
 #include "charge_outbox/db/database.hpp"
@@ -110,6 +111,7 @@ ChargeApiConfig LoadConfig(config::ConfigReader& r) {
     throw config::ConfigError("charge.deadline", "must be longer than charge.lease, or a charge could pass its "
                                                  "deadline while its first request still works on it");
   }
+  acquirer::CheckDeadlineAgainstAcquirer(c.acquirer, "charge.deadline", c.deadline);
   c.pending_overdue_after = r.Duration("charge.pending_overdue_after", std::chrono::minutes{10}, seconds{1});
   c.pending_overdue_refresh = r.Duration("metrics.pending_overdue_refresh", seconds{15}, milliseconds{100});
   c.auth_cache_ttl = r.Duration("auth.cache_ttl", seconds{30}, milliseconds{0}, std::chrono::hours{1});
@@ -150,10 +152,10 @@ struct ChargeApiApp::Parts {
         store(charges::MakePgChargeStore(database)),
         review(charges::MakePgReviewStore(database)),
         background_work(asio::make_work_guard(background)),
-        acquirer_client(background.get_executor(), config.acquirer),
+        acquirer_client(acquirer::MakeAcquirerClient(background.get_executor(), config.acquirer)),
         policy(config.acquirer.retry, std::make_shared<util::Mt19937RandomSource>()),
         late_records(background.get_executor(), probe),
-        service(*store, acquirer_client, policy, clock, probe, late_records,
+        service(*store, *acquirer_client, policy, clock, probe, late_records,
                 {.instance_id = config.instance_id,
                  .lease = config.lease,
                  .deadline = config.deadline,
@@ -209,7 +211,7 @@ struct ChargeApiApp::Parts {
   asio::io_context background;
   asio::executor_work_guard<asio::io_context::executor_type> background_work;
   std::thread background_thread;
-  acquirer::HttpAcquirerClient acquirer_client;
+  std::unique_ptr<acquirer::AcquirerClient> acquirer_client;  // acquirer.kind names the adapter
   util::AsioClock clock;
   acquirer::RetryPolicy policy;
   LateRecords late_records;

@@ -245,7 +245,8 @@ asio::awaitable<http::Response> ChargeService::TakeOver(const charges::Charge& c
                                                         const trace::TraceContext& trace) {
   charges::AttemptRecorder recorder(store_, charge.id, acquirer::Operation::kLookup, kActor, trace.trace_id);
   const acquirer::LookupRequest lookup{charges::AcquirerIdempotencyKey(charge),
-                                       acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
+                                       acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()},
+                                       charge.created_at};
   const auto lookup_call = [&](std::string request_id) -> asio::awaitable<acquirer::AttemptOutcome> {
     const auto started = std::chrono::steady_clock::now();
     auto outcome = co_await acquirer_.LookupByKey(lookup, std::move(request_id));

@@ -11,7 +11,7 @@ boost::asio::awaitable<acquirer::RetryRun> LookupByKey(acquirer::AcquirerClient&
                                                        const charges::Charge& charge) {
   const acquirer::LookupRequest lookup{
       charges::AcquirerIdempotencyKey(charge),
-      acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}};
+      acquirer::ExpectedCapture{charge.amount, charge.currency, charge.public_id()}, charge.created_at};
   const auto lookup_call = [&](std::string request_id) {
     return acquirer.LookupByKey(lookup, std::move(request_id));
   };

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <thread>
 
-#include "charge_outbox/acquirer/http_acquirer_client.hpp"
+#include "charge_outbox/acquirer/stripe_acquirer_client.hpp"
 #include "charge_outbox/charges/charge_store.hpp"
 #include "charge_outbox/charges/orphan_capture_store.hpp"
 #include "charge_outbox/charges/reconciliation_store.hpp"
@@ -99,7 +99,7 @@ struct ReconcilerApp::Parts {
         charges(charges::MakePgChargeStore(database)),
         store(charges::MakePgReconciliationStore(database)),
         orphans(charges::MakePgOrphanCaptureStore(database)),
-        acquirer_client(io.get_executor(), config.acquirer),
+        acquirer_client(acquirer::MakeAcquirerClient(io.get_executor(), config.acquirer)),
         policy(config.acquirer.retry, std::make_shared<util::Mt19937RandomSource>()),
         owner_id("reconciler/" + config.instance_id + "/" + acquirer::NewRequestId()) {}
 
@@ -133,7 +133,7 @@ struct ReconcilerApp::Parts {
   bool CredentialsRefused() {
     std::optional<acquirer::CredentialCheck> check;
     io.restart();  // the sweep's end stopped it
-    SpawnRun(io, acquirer::CheckCredentials(acquirer_client), check, "credential check");
+    SpawnRun(io, acquirer::CheckCredentials(*acquirer_client), check, "credential check");
     io.run();
     if (!check || check->verdict != acquirer::Credentials::kRefused) return false;
     spdlog::error("the acquirer refuses our credentials (HTTP {}: {}); check acquirer.api_key (ACQUIRER_API_KEY, "
@@ -148,7 +148,7 @@ struct ReconcilerApp::Parts {
   std::unique_ptr<charges::ChargeStore> charges;
   std::unique_ptr<charges::ReconciliationStore> store;
   std::unique_ptr<charges::OrphanCaptureStore> orphans;
-  acquirer::HttpAcquirerClient acquirer_client;
+  std::unique_ptr<acquirer::AcquirerClient> acquirer_client;  // acquirer.kind names the adapter
   util::AsioClock clock;
   acquirer::RetryPolicy policy;
   util::Mt19937RandomSource jitter;
@@ -164,7 +164,7 @@ ReconcilerApp::~ReconcilerApp() = default;
 
 int ReconcilerApp::RunSweep(const app::ShutdownSignals& signals) {
   auto& p = *parts_;
-  PendingSweep sweep({*p.charges, *p.store, p.acquirer_client, p.policy, p.clock, p.jitter}, p.config.sweep,
+  PendingSweep sweep({*p.charges, *p.store, *p.acquirer_client, p.policy, p.clock, p.jitter}, p.config.sweep,
                      p.owner_id);
   spdlog::info("sweep {}: pending charges older than {} ms, batches of {}, {} at once, budget {} ms, "
                "not-found policy {}",
@@ -204,7 +204,7 @@ int ReconcilerApp::RunWindow(const CommandLine& command, int report_fd) {
   const auto& output = command.output;
   ReportOutput out(report_fd, output);
   const ReportSink report = [&out](const std::string& line) { out.Write(line); };
-  WindowReconciliation window({*p.charges, *p.store, *p.orphans, p.acquirer_client, p.policy, p.clock, report},
+  WindowReconciliation window({*p.charges, *p.store, *p.orphans, *p.acquirer_client, p.policy, p.clock, report},
                               {p.config.acquirer.list_page_limit, sweep.decision.deadline + sweep.claim_lease,
                                sweep.decision.visibility_window, p.config.window.max_captures});
   std::optional<WindowResult> result;

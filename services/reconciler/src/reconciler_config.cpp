@@ -50,6 +50,16 @@ ReconcilerConfig LoadConfig(config::ConfigReader& r) {
                               "must be shorter than reconciler.deadline, or no charge could ever be concluded "
                               "not captured before its deadline");
   }
+  acquirer::CheckDeadlineAgainstAcquirer(c.acquirer, "reconciler.deadline", d.deadline);
+  // Stripe's lookup is a search, which lags: a search that finds nothing proves nothing until its lag has
+  // passed, and the window is how long the reconciler waits before it reads "not found" as an answer.
+  if (c.acquirer.kind == acquirer::AcquirerKind::kStripe && d.visibility_window < c.acquirer.stripe.search_lag) {
+    throw config::ConfigError("reconciler.visibility_window",
+                              "is shorter than acquirer.stripe.search_lag (" +
+                                  std::to_string(c.acquirer.stripe.search_lag.count()) +
+                                  "ms): Stripe's search may not show a PaymentIntent that long, so \"not found\" "
+                                  "would be read before it means anything");
+  }
   const auto policy = r.Choice("reconciler.not_found_policy", "resubmit", {"resubmit", "review", "fail"});
   d.not_found_policy = policy == "fail"     ? NotFoundPolicy::kFail
                        : policy == "review" ? NotFoundPolicy::kReview

@@ -226,6 +226,7 @@ asio::awaitable<WindowResult> WindowReconciliation::Run(std::chrono::system_cloc
         case OutcomeKind::kTimedOut:
         case OutcomeKind::kConnectionDropped:
         case OutcomeKind::kServerError:
+        case OutcomeKind::kStoredError:
         case OutcomeKind::kUnavailable:
         case OutcomeKind::kThrottled:
         case OutcomeKind::kInFlight:

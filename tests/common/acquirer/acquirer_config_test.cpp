@@ -183,5 +183,39 @@ TEST(LoadAcquirerClientConfig, TheApiKeyIsRefusedInTheFile) {
             "acquirer.api_key");
 }
 
+TEST(LoadAcquirerClientConfig, KindNamesTheAdapterAndStripesKnobsHaveTheirDefaults) {
+  const std::map<std::string, std::string> key{{"ACQUIRER_API_KEY", "k"}};
+  auto native = ConfigReader::FromString("acquirer:\n  url: http://127.0.0.1:1\n", Env(key));
+  EXPECT_EQ(LoadAcquirerClientConfig(native).kind, AcquirerKind::kNative);
+  auto stripe = ConfigReader::FromString(
+      "acquirer:\n  url: http://127.0.0.1:1\n  kind: stripe\n  stripe:\n    search_lag: 10m\n", Env(key));
+  const auto c = LoadAcquirerClientConfig(stripe);
+  EXPECT_EQ(c.kind, AcquirerKind::kStripe);
+  EXPECT_EQ(c.stripe.key_retention, std::chrono::hours{24});
+  EXPECT_EQ(c.stripe.search_lag, std::chrono::minutes{10});
+  EXPECT_EQ(c.stripe.search_rate_limit, 20);
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://127.0.0.1:1\n  kind: paypal\n", key), "acquirer.kind");
+  EXPECT_EQ(KeyOfError("acquirer:\n  url: http://127.0.0.1:1\n  stripe:\n    search_lag: 3h\n", key),
+            "acquirer.stripe.search_lag");
+}
+
+TEST(MaxDeadline, StripeBoundsTheDeadlineByTheKeyRetention) {
+  AcquirerClientConfig c;
+  EXPECT_FALSE(MaxDeadline(c).has_value());  // our protocol keeps keys for good
+  EXPECT_NO_THROW(CheckDeadlineAgainstAcquirer(c, "charge.deadline", std::chrono::hours{24 * 30}));
+  c.kind = AcquirerKind::kStripe;
+  c.request_timeout = milliseconds{10000};
+  // 24 h less an hour for the clocks, less one call: a capture sent at the deadline still finds its key.
+  EXPECT_EQ(MaxDeadline(c), std::chrono::hours{23} - milliseconds{10000});
+  EXPECT_NO_THROW(CheckDeadlineAgainstAcquirer(c, "charge.deadline", std::chrono::hours{1}));
+  try {
+    CheckDeadlineAgainstAcquirer(c, "reconciler.deadline", std::chrono::hours{23});
+    ADD_FAILURE() << "a 23 h deadline was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "reconciler.deadline");
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("acquirer.stripe.key_retention"));
+  }
+}
+
 }  // namespace
 }  // namespace charge_outbox::acquirer

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "charge_outbox/acquirer/acquirer_client.hpp"
 #include "charge_outbox/acquirer/model.hpp"
@@ -22,7 +23,29 @@ class ConfigReader;
 
 namespace charge_outbox::acquirer {
 
+// Which adapter speaks to the acquirer (docs/stripe.md).
+enum class AcquirerKind {
+  kNative,  // our protocol (services/acquirer-sim/README.md, "Endpoints"): HttpAcquirerClient
+  kStripe,  // Stripe's API v1, PaymentIntents with automatic capture: StripeAcquirerClient
+};
+std::string_view ToString(AcquirerKind kind);
+
+// What only the Stripe adapter reads (`acquirer.stripe.*`).
+struct StripeOptions {
+  // How long Stripe keeps an idempotency key (24 h): past it the same key makes a new PaymentIntent, so no
+  // create may be sent then. Bounds the charge's deadline (MaxDeadline).
+  std::chrono::milliseconds key_retention{std::chrono::hours{24}};
+  // How far search may lag behind a PaymentIntent's creation (under a minute, up to an hour in incidents): a
+  // search that finds nothing proves nothing before it. Bounds reconciler.visibility_window from below.
+  std::chrono::milliseconds search_lag{std::chrono::minutes{1}};
+  double search_rate_limit = 20;  // searches per second, Stripe's limit; the adapter paces itself under it
+  int events_pages = 5;           // pages of events read after a search that found nothing (0: none)
+  std::string api_version = "2024-06-20";  // Stripe-Version, so Stripe's answers keep the shape we parse
+};
+
 struct AcquirerClientConfig {
+  AcquirerKind kind = AcquirerKind::kNative;
+  StripeOptions stripe;
   std::string base_url;  // http://host:port or https://host[:port][/prefix]
   std::string api_key;   // sent as "Authorization: Bearer ..."; a secret, never logged
   std::chrono::milliseconds connect_timeout{2000};   // TCP connect plus TLS handshake
@@ -58,6 +81,16 @@ struct AcquirerBuildRules {
   static const AcquirerBuildRules kThisBuild;
 };
 AcquirerClientConfig LoadAcquirerClientConfig(config::ConfigReader& reader, const AcquirerBuildRules& rules);
+
+// The longest charge deadline (`charge.deadline`, `reconciler.deadline`) this acquirer allows, or nullopt for
+// no bound. Stripe: a capture may be sent until the deadline and lasts up to request_timeout, and must reach
+// Stripe while its key is still remembered, with a twenty-fourth of the retention to spare for clocks
+// (23 h of 24): past it the same key would be a new payment.
+std::optional<std::chrono::milliseconds> MaxDeadline(const AcquirerClientConfig& config);
+
+// Throws config::ConfigError naming `deadline_key` when `deadline` exceeds MaxDeadline(config).
+void CheckDeadlineAgainstAcquirer(const AcquirerClientConfig& config, std::string_view deadline_key,
+                                  std::chrono::milliseconds deadline);
 
 // Thread-safe: calls may come from any thread or executor, concurrently; the client serialises its own
 // bookkeeping and I/O on an internal strand of the executor given at construction, and each call

@@ -38,6 +38,8 @@ enum class OutcomeKind {
   kTimedOut,           // the request was written (or was being written) and no complete answer came in time
   kConnectionDropped,  // the connection failed after the request was written, before a complete answer
   kServerError,        // 5xx other than 503: the acquirer may have acted before failing
+  kStoredError,        // an error the acquirer stored under our key and replays for it (Stripe's 500): it may
+                       // have acted, and asking again with the same key can only replay it; only a lookup tells
   kUnavailable,        // 503, usually with Retry-After
   kThrottled,          // 429, usually with Retry-After
   kInFlight,           // 409: the acquirer is still processing another request with the same key
@@ -94,10 +96,13 @@ struct ExpectedCapture {
   std::string reference;
 };
 
-// GET /v1/captures?idempotency_key=K. With `expect`, a capture that differs is kMismatch.
+// GET /v1/captures?idempotency_key=K. With `expect`, a capture that differs is kMismatch. The Stripe adapter
+// searches by `expect->reference` (our charge id in the PaymentIntent's metadata), then reads the events
+// around `intent_created_at` for the key: the first capture run follows the intent within its retry budget.
 struct LookupRequest {
   std::string idempotency_key;
   std::optional<ExpectedCapture> expect;
+  std::optional<std::chrono::system_clock::time_point> intent_created_at;
 };
 
 // POST /v1/captures/{capture_id}/void. A void is an operation of its own, with its own key.
