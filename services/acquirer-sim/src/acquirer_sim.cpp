@@ -2,9 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse_query.hpp>
@@ -14,6 +11,7 @@
 
 #include "charge_outbox/log/log.hpp"
 #include "charge_outbox/util/sha256.hpp"
+#include "delivery.hpp"
 #include "problems.hpp"
 #include "request_validation.hpp"
 #include "responses.hpp"
@@ -31,13 +29,6 @@ using http::Status;
 constexpr std::size_t kMaxListLimit = 1000;
 constexpr std::size_t kDefaultListLimit = 100;
 
-asio::awaitable<void> Sleep(std::chrono::milliseconds duration) {
-  if (duration.count() <= 0) co_return;
-  asio::steady_timer timer(co_await asio::this_coro::executor, duration);
-  co_await timer.async_wait(asio::use_awaitable);
-}
-
-Reply Answer(Response response) { return Reply{std::move(response), false}; }
 
 // Releases the in-flight mark if the request does not get to complete (Stop cancelled its latency wait).
 class InFlightGuard {
@@ -70,6 +61,9 @@ std::string_view ToString(RequestKind kind) {
     case RequestKind::kLookup: return "lookup";
     case RequestKind::kVoid: return "void";
     case RequestKind::kList: return "list";
+    case RequestKind::kSearch: return "search";
+    case RequestKind::kRetrieve: return "retrieve";
+    case RequestKind::kEvents: return "events";
   }
   return "?";
 }
@@ -81,6 +75,7 @@ AcquirerSim::AcquirerSim(const SimConfig& config, const Clock& clock)
       log_(config.data_dir),
       store_(log_, clock),
       faults_(config.faults),
+      stripe_(store_, faults_, requests_, config.stripe, clock),
       server_(config.http, [this](http::Request request) { return Handle(std::move(request)); }) {
   for (const auto& key : config.api_keys) credentials_.emplace_back(key, store_.InternMerchant(MerchantIdFor(key)));
   replayed_records_ = log_.Replay([this](const LogRecord& record) { store_.Apply(record); });
@@ -117,6 +112,7 @@ asio::awaitable<Reply> AcquirerSim::Handle(http::Request request) {
     if (!merchant) {
       co_return Answer(Unauthorized());
     }
+    if (StripeApi::Serves(path)) co_return co_await stripe_.Handle(request, *merchant, path, query);
     constexpr std::string_view kCaptures = "/v1/captures";
     if (path == kCaptures) {
       if (method == bhttp::verb::post) {
@@ -164,33 +160,13 @@ asio::awaitable<Reply> AcquirerSim::Handle(http::Request request) {
   }
   if (path == "/admin/stats") {
     if (method != bhttp::verb::get) co_return Answer(MethodNotAllowed("GET"));
-    boost::json::object stats;
-    stats["captures"] = store_.CaptureCount();
-    stats["in_flight"] = store_.InFlightCount();
-    boost::json::object requests;
-    for (const auto kind : {RequestKind::kCapture, RequestKind::kLookup, RequestKind::kVoid, RequestKind::kList}) {
-      requests[ToString(kind)] = requests_[static_cast<std::size_t>(kind)].load();
-    }
-    stats["requests"] = std::move(requests);
-    co_return Answer(http::JsonResponse(Status::ok, stats));
+    co_return Answer(Stats());
   }
   if (path == "/admin/reset") {
     if (method != bhttp::verb::post) co_return Answer(MethodNotAllowed("POST"));
     co_return Answer(Reset());
   }
   co_return Answer(NotFound("no such endpoint: " + std::string(path)));
-}
-
-asio::awaitable<Reply> AcquirerSim::Deliver(const FaultDecision& decision, Response response, std::string_view what) {
-  if (decision.drop) {
-    spdlog::info("fault: drop; {} done, connection closed without an answer", what);
-    co_return Reply{Response{}, true};
-  }
-  if (decision.timeout) {
-    spdlog::info("fault: timeout; {} done, answering in {}ms", what, decision.timeout_delay.count());
-    co_await Sleep(decision.timeout_delay);
-  }
-  co_return Answer(std::move(response));
 }
 
 asio::awaitable<Reply> AcquirerSim::HandleCapture(const http::Request& request, MerchantIndex merchant) {
@@ -229,9 +205,17 @@ asio::awaitable<Reply> AcquirerSim::HandleCapture(const http::Request& request, 
 
   InFlightGuard guard(store_, merchant, key);
   co_await Sleep(decision.latency);
+  if (decision.server_error && !decision.server_error_work) {
+    spdlog::info("fault: server error; capture {} not done, key left free", capture.reference);
+    co_return co_await Deliver(decision, ServerError(), "server error");  // the guard frees the key
+  }
   const auto visibility_us = std::chrono::duration_cast<std::chrono::microseconds>(decision.visibility_delay).count();
   auto done = store_.CompleteCapture(merchant, key, capture, decision.decline_code, visibility_us);
   guard.Disarm();
+  if (decision.server_error && done.outcome != CompleteOutcome::kStorageFailed) {
+    spdlog::info("fault: server error; capture {} done, answered 500", capture.reference);
+    co_return co_await Deliver(decision, ServerError(), "capture");
+  }
   switch (done.outcome) {
     case CompleteOutcome::kCaptured: {
       auto created_response = Created(done.id, capture, key, done.created_at_us);
@@ -255,6 +239,7 @@ asio::awaitable<Reply> AcquirerSim::DeliverReplay(Response replayed) {
     co_return Answer(FaultRefusal(decision));
   }
   co_await Sleep(decision.latency);
+  if (decision.server_error) co_return co_await Deliver(decision, ServerError(), "replay");
   co_return co_await Deliver(decision, std::move(replayed), "replay");
 }
 
@@ -288,6 +273,7 @@ asio::awaitable<Reply> AcquirerSim::HandleQuery(MerchantIndex merchant, std::str
       co_return Answer(FaultRefusal(lookup_decision));
     }
     co_await Sleep(lookup_decision.latency);
+    if (lookup_decision.server_error) co_return co_await Deliver(lookup_decision, ServerError(), "lookup");
     auto found = store_.LookupByKey(merchant, *idempotency_key);
     auto lookup_response = found ? CaptureNow(*found) : NotFound("no capture with this idempotency_key");
     co_return co_await Deliver(lookup_decision, std::move(lookup_response), "lookup");
@@ -325,6 +311,7 @@ asio::awaitable<Reply> AcquirerSim::HandleQuery(MerchantIndex merchant, std::str
     co_return Answer(FaultRefusal(list_decision));
   }
   co_await Sleep(list_decision.latency);
+  if (list_decision.server_error) co_return co_await Deliver(list_decision, ServerError(), "list");
   const auto page = store_.List(merchant, from_us, to_us, cursor, limit);
   auto list_response = CapturePage(page);
   co_return co_await Deliver(list_decision, std::move(list_response), "list");
@@ -336,6 +323,7 @@ asio::awaitable<Reply> AcquirerSim::HandleGetById(MerchantIndex merchant, std::s
     co_return Answer(FaultRefusal(decision));
   }
   co_await Sleep(decision.latency);
+  if (decision.server_error) co_return co_await Deliver(decision, ServerError(), "lookup");
   auto found = store_.LookupById(merchant, id);
   auto response = found ? CaptureNow(*found) : NotFound("no capture with this id");
   co_return co_await Deliver(decision, std::move(response), "lookup");
@@ -350,8 +338,12 @@ asio::awaitable<Reply> AcquirerSim::HandleVoid(const http::Request& request, Mer
     co_return Answer(FaultRefusal(decision, "; nothing was voided"));
   }
   co_await Sleep(decision.latency);
+  if (decision.server_error && !decision.server_error_work) co_return co_await Deliver(decision, ServerError(), "void");
   const auto window_us = std::chrono::duration_cast<std::chrono::microseconds>(decision.void_window).count();
   const auto result = store_.Void(merchant, key, id, window_us);
+  if (decision.server_error && result.outcome != VoidOutcome::kStorageFailed) {
+    co_return co_await Deliver(decision, ServerError(), "void");
+  }
   Response response;
   switch (result.outcome) {
     case VoidOutcome::kVoided:
@@ -380,6 +372,16 @@ Response AcquirerSim::PutFaults(const http::Request& request) {
   return http::JsonResponse(Status::ok, FaultProfileToJson(*parsed));
 }
 
+Response AcquirerSim::Stats() const {
+  boost::json::object stats;
+  stats["captures"] = store_.CaptureCount();
+  stats["in_flight"] = store_.InFlightCount();
+  boost::json::object requests;
+  for (const auto kind : kRequestKinds) requests[ToString(kind)] = requests_.Get(kind);
+  stats["requests"] = std::move(requests);
+  return http::JsonResponse(Status::ok, stats);
+}
+
 Response AcquirerSim::Ledger() const {
   return LedgerEntries(store_.Ledger(), store_);
 }
@@ -387,7 +389,7 @@ Response AcquirerSim::Ledger() const {
 Response AcquirerSim::Reset() {
   if (!store_.Reset()) return StorageUnavailable();
   faults_.Reset();
-  for (auto& count : requests_) count = 0;
+  requests_.Reset();
   spdlog::info("reset: captures, voids and declines forgotten, log emptied, fault profile back to its start-up value");
   return http::JsonResponse(Status::ok, std::string(R"({"status":"reset"})"));
 }

@@ -22,7 +22,9 @@
 #include "charge_outbox/app/shutdown.hpp"
 #include "charge_outbox/http/server.hpp"
 #include "fault_profile.hpp"
+#include "request_counts.hpp"
 #include "sim_config.hpp"
+#include "stripe_api.hpp"
 
 namespace charge_outbox::acquirer_sim {
 
@@ -30,10 +32,6 @@ namespace charge_outbox::acquirer_sim {
 // holds the credential itself.
 std::string MerchantIdFor(std::string_view api_key);
 
-// The authenticated requests /admin/stats counts, by kind: a test can prove a call never reached the
-// acquirer (an attempt that could not be recorded is not sent).
-enum class RequestKind { kCapture, kLookup, kVoid, kList };
-std::string_view ToString(RequestKind kind);
 
 class AcquirerSim {
  public:
@@ -58,15 +56,14 @@ class AcquirerSim {
   boost::asio::awaitable<http::Reply> HandleGetById(MerchantIndex merchant, std::string_view id);
   boost::asio::awaitable<http::Reply> HandleVoid(const http::Request& request, MerchantIndex merchant,
                                                  std::string_view id);
-  boost::asio::awaitable<http::Reply> Deliver(const FaultDecision& decision, http::Response response,
-                                              std::string_view what);
   boost::asio::awaitable<http::Reply> DeliverReplay(http::Response replayed);
   http::Response PutFaults(const http::Request& request);
   http::Response Ledger() const;
   http::Response Reset();
   // The merchant the Authorization header names, or std::nullopt for a missing or unknown credential.
   std::optional<MerchantIndex> Authenticate(const http::Request& request) const;
-  void Count(RequestKind kind) { ++requests_[static_cast<std::size_t>(kind)]; }
+  void Count(RequestKind kind) { requests_.Count(kind); }
+  http::Response Stats() const;
 
   const Clock& clock_;
   CaptureLogFile log_;
@@ -74,7 +71,8 @@ class AcquirerSim {
   FaultEngine faults_;
   std::vector<std::pair<std::string, MerchantIndex>> credentials_;
   std::size_t replayed_records_ = 0;
-  std::array<std::atomic<std::uint64_t>, 4> requests_{};  // by RequestKind, since start or reset
+  RequestCounts requests_;
+  StripeApi stripe_;
   http::Server server_;  // last: destroyed first, so no handler outlives what it uses
 };
 

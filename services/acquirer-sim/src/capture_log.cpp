@@ -120,6 +120,42 @@ void EncodeRecord(const LogRecord& r, std::string& out) {
     case RecordType::kVoid:
       AppendVoidRecord(out, r.merchant, r.idempotency_key, r.id, r.created_at_us);
       return;
+    case RecordType::kPaymentIntent: {
+      JsonArena arena;
+      auto record = Record(arena, "payment_intent", r.merchant, r.idempotency_key);
+      record.emplace("id", r.id);
+      AddRequest(record, r.request);
+      record.emplace("decline_code", r.decline_code);
+      record.emplace("charge", r.charge_id);
+      record.emplace("event", r.event_id);
+      record.emplace("request", r.request_id);
+      record.emplace("created_at_us", r.created_at_us);
+      record.emplace("visible_at_us", r.visible_at_us);
+      record.emplace("searchable_at_us", r.searchable_at_us);
+      Finish(record, out);
+      return;
+    }
+    case RecordType::kRefund: {
+      JsonArena arena;
+      auto record = Record(arena, "refund", r.merchant, r.idempotency_key);
+      record.emplace("id", r.id);
+      record.emplace("refund", r.refund_id);
+      record.emplace("event", r.event_id);
+      record.emplace("request", r.request_id);
+      record.emplace("created_at_us", r.created_at_us);
+      Finish(record, out);
+      return;
+    }
+    case RecordType::kStripeAnswer: {
+      JsonArena arena;
+      auto record = Record(arena, "stripe_answer", r.merchant, r.idempotency_key);
+      record.emplace("params", r.params);
+      record.emplace("status", r.status);
+      record.emplace("body", r.body);
+      record.emplace("created_at_us", r.created_at_us);
+      Finish(record, out);
+      return;
+    }
   }
 }
 
@@ -148,6 +184,27 @@ boost::system::result<LogRecord, std::string> DecodeRecord(std::string_view line
   } else if (type == "void") {
     r.type = RecordType::kVoid;
     r.id = f.Text("id");
+  } else if (type == "payment_intent") {
+    r.type = RecordType::kPaymentIntent;
+    r.id = f.Text("id");
+    r.request = f.Request();
+    r.decline_code = f.Text("decline_code");
+    r.charge_id = f.Text("charge");
+    r.event_id = f.Text("event");
+    r.request_id = f.Text("request");
+    r.visible_at_us = f.Integer("visible_at_us");
+    r.searchable_at_us = f.Integer("searchable_at_us");
+  } else if (type == "refund") {
+    r.type = RecordType::kRefund;
+    r.id = f.Text("id");
+    r.refund_id = f.Text("refund");
+    r.event_id = f.Text("event");
+    r.request_id = f.Text("request");
+  } else if (type == "stripe_answer") {
+    r.type = RecordType::kStripeAnswer;
+    r.params = f.Text("params");
+    r.status = f.Integer("status");
+    r.body = f.Text("body");
   } else if (f.error.empty()) {
     return "unknown record type \"" + type + "\"";
   }

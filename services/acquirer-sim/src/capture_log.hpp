@@ -23,17 +23,27 @@ struct CaptureRequest {
   bool operator==(const CaptureRequest&) const = default;
 };
 
-enum class RecordType { kCapture, kDecline, kVoid };
+// kPaymentIntent, kRefund and kStripeAnswer are the Stripe dialect's: a PaymentIntent made (captured or
+// declined), a refund, and the answer stored under a Stripe Idempotency-Key.
+enum class RecordType { kCapture, kDecline, kVoid, kPaymentIntent, kRefund, kStripeAnswer };
 
 struct LogRecord {
   RecordType type = RecordType::kCapture;
   std::string merchant;         // the merchant credential's id, never the credential
-  std::string idempotency_key;  // of the capture (capture, decline) or of the void
-  std::string id;               // capture id (capture, void)
-  CaptureRequest request;       // capture, decline
-  std::string decline_code;     // decline
-  std::int64_t created_at_us = 0;
-  std::int64_t visible_at_us = 0;  // capture
+  std::string idempotency_key;  // of the capture (capture, decline, payment_intent) or of the void (void, refund)
+  std::string id;               // capture id (capture, void), PaymentIntent id (payment_intent, refund)
+  CaptureRequest request;       // capture, decline, payment_intent
+  std::string decline_code;     // decline; payment_intent: empty when it succeeded
+  std::int64_t created_at_us = 0;  // stripe_answer: the key's first use
+  std::int64_t visible_at_us = 0;  // capture, payment_intent
+  std::int64_t searchable_at_us = 0;  // payment_intent
+  std::string charge_id;   // payment_intent: its charge (ch_)
+  std::string refund_id;   // refund (re_)
+  std::string event_id;    // payment_intent, refund: the event it caused (evt_)
+  std::string request_id;  // payment_intent, refund: the request that made it (req_)
+  std::string params;      // stripe_answer: the request's parsed parameters, canonical
+  std::int64_t status = 0; // stripe_answer: HTTP status
+  std::string body;        // stripe_answer: the body, byte for byte
 
   bool operator==(const LogRecord&) const = default;
 };

@@ -23,6 +23,8 @@ MerchantIndex CaptureStore::InternMerchant(std::string_view merchant_id) {
   }
   merchants_.emplace_back(merchant_id);
   by_merchant_.emplace_back();
+  intents_by_merchant_.emplace_back();
+  events_by_merchant_.emplace_back();
   return static_cast<MerchantIndex>(merchants_.size() - 1);
 }
 
@@ -46,14 +48,19 @@ std::int64_t CaptureStore::NextCreatedAt(std::int64_t now_us) {
   return last_created_at_us_;
 }
 
-std::string CaptureStore::NewCaptureId() {
+std::string CaptureStore::NewId(std::string_view prefix) {
   static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(prefix);
+  const std::uint64_t high = id_prng_.Next();
+  const std::uint64_t low = id_prng_.Next();
+  for (int shift = 60; shift >= 0; shift -= 4) id += kHex[(high >> shift) & 0xF];
+  for (int shift = 28; shift >= 0; shift -= 4) id += kHex[(low >> shift) & 0xF];
+  return id;
+}
+
+std::string CaptureStore::NewCaptureId() {
   for (;;) {
-    std::string id = "cap_";
-    const std::uint64_t high = id_prng_.Next();
-    const std::uint64_t low = id_prng_.Next();
-    for (int shift = 60; shift >= 0; shift -= 4) id += kHex[(high >> shift) & 0xF];
-    for (int shift = 28; shift >= 0; shift -= 4) id += kHex[(low >> shift) & 0xF];
+    std::string id = NewId("cap_");
     if (!by_id_.contains(id)) return id;
   }
 }
@@ -61,7 +68,7 @@ std::string CaptureStore::NewCaptureId() {
 std::uint32_t CaptureStore::AddCapture(Capture capture) {
   const auto index = static_cast<std::uint32_t>(captures_.size());
   by_id_.emplace(capture.id, index);
-  by_merchant_.at(capture.merchant).push_back(index);
+  if (!capture.stripe) by_merchant_.at(capture.merchant).push_back(index);
   ledger_.push_back({RecordType::kCapture, index, capture.created_at_us, {}});
   last_created_at_us_ = std::max(last_created_at_us_, capture.created_at_us);
   captures_.push_back(std::move(capture));
@@ -76,6 +83,11 @@ void CaptureStore::Apply(const LogRecord& record) {
   const MerchantIndex merchant = InternMerchant(record.merchant);
   std::lock_guard lock(mutex_);
   switch (record.type) {
+    case RecordType::kPaymentIntent:
+    case RecordType::kRefund:
+    case RecordType::kStripeAnswer:
+      ApplyStripe(merchant, record);
+      return;
     case RecordType::kCapture: {
       auto [it, inserted] = keys_.try_emplace(ScopedKey(merchant, record.idempotency_key));
       if (!inserted || by_id_.contains(record.id)) {
@@ -97,7 +109,7 @@ void CaptureStore::Apply(const LogRecord& record) {
     }
     case RecordType::kVoid: {
       const auto found = by_id_.find(record.id);
-      if (found == by_id_.end() || captures_[found->second].merchant != merchant) {
+      if (found == by_id_.end() || captures_[found->second].merchant != merchant || captures_[found->second].stripe) {
         throw LogError("a void of capture " + record.id + ", which this merchant never made");
       }
       void_keys_.emplace(ScopedKey(merchant, record.idempotency_key), found->second);
@@ -206,7 +218,7 @@ std::optional<Capture> CaptureStore::LookupById(MerchantIndex merchant, std::str
   const auto it = by_id_.find(std::string(id));
   if (it == by_id_.end()) return std::nullopt;
   const auto& capture = captures_[it->second];
-  if (capture.merchant != merchant || !Visible(capture, now)) return std::nullopt;
+  if (capture.merchant != merchant || capture.stripe || !Visible(capture, now)) return std::nullopt;
   return capture;
 }
 
@@ -240,7 +252,9 @@ VoidResult CaptureStore::Void(MerchantIndex merchant, std::string_view void_key,
                               std::int64_t void_window_us) {
   std::lock_guard lock(mutex_);
   const auto found = by_id_.find(std::string(capture_id));
-  if (found == by_id_.end() || captures_[found->second].merchant != merchant) return {VoidOutcome::kNotFound, {}};
+  if (found == by_id_.end() || captures_[found->second].merchant != merchant || captures_[found->second].stripe) {
+    return {VoidOutcome::kNotFound, {}};
+  }
   const std::uint32_t index = found->second;
   auto scoped = ScopedKey(merchant, void_key);
   if (const auto used = void_keys_.find(scoped); used != void_keys_.end()) {
@@ -294,6 +308,14 @@ bool CaptureStore::Reset() {
   captures_.clear();
   for (auto& list : by_merchant_) list.clear();
   ledger_.clear();
+  stripe_keys_.clear();
+  intents_.clear();
+  intent_by_id_.clear();
+  by_charge_id_.clear();
+  for (auto& list : intents_by_merchant_) list.clear();
+  events_.clear();
+  event_by_id_.clear();
+  for (auto& list : events_by_merchant_) list.clear();
   in_flight_ = 0;  // their requests complete into the emptied store
   return true;
 }

@@ -184,13 +184,15 @@ constexpr RateMember kRateMembers[] = {{"timeout_rate", &FaultProfile::timeout_r
                                        {"drop_rate", &FaultProfile::drop_rate},
                                        {"error_rate", &FaultProfile::error_rate},
                                        {"throttle_rate", &FaultProfile::throttle_rate},
-                                       {"decline_rate", &FaultProfile::decline_rate}};
+                                       {"decline_rate", &FaultProfile::decline_rate},
+                                       {"server_error_rate", &FaultProfile::server_error_rate}};
 struct WholeMember {
   std::string_view name;
   std::int64_t FaultProfile::*member;
   std::int64_t max;
 };
 constexpr WholeMember kWholeMembers[] = {{"visibility_delay_ms", &FaultProfile::visibility_delay_ms, kMaxMillis},
+                                         {"search_lag_ms", &FaultProfile::search_lag_ms, kMaxMillis},
                                          {"void_window_ms", &FaultProfile::void_window_ms, kMaxVoidWindowMillis},
                                          {"timeout_delay_ms", &FaultProfile::timeout_delay_ms, kMaxMillis},
                                          {"retry_after_s", &FaultProfile::retry_after_s, kMaxRetryAfterSeconds}};
@@ -279,9 +281,11 @@ json::object FaultProfileToJson(const FaultProfile& p) {
   out["error_rate"] = RateJson(p.error_rate);
   out["throttle_rate"] = RateJson(p.throttle_rate);
   out["decline_rate"] = RateJson(p.decline_rate);
+  out["server_error_rate"] = RateJson(p.server_error_rate);
   out["decline_code"] = p.decline_code;
   out["decline_rules"] = std::move(rules);
   out["visibility_delay_ms"] = p.visibility_delay_ms;
+  out["search_lag_ms"] = p.search_lag_ms;
   out["void_window_ms"] = p.void_window_ms;
   out["timeout_delay_ms"] = p.timeout_delay_ms;
   out["retry_after_s"] = p.retry_after_s;
@@ -292,7 +296,7 @@ json::object FaultProfileToJson(const FaultProfile& p) {
 FaultProfile LoadFaultProfile(config::ConfigReader& reader) {
   json::object obj;
   for (const char* name : {"seed", "timeout_rate", "drop_rate", "error_rate", "throttle_rate", "decline_rate",
-                           "visibility_delay_ms", "void_window_ms", "timeout_delay_ms", "retry_after_s"}) {
+                           "server_error_rate", "visibility_delay_ms", "search_lag_ms", "void_window_ms", "timeout_delay_ms", "retry_after_s"}) {
     if (auto v = ConfigScalar(reader, std::string("faults.") + name)) obj[name] = *v;
   }
   if (auto code = reader.String("faults.decline_code", ""); !code.empty()) obj["decline_code"] = code;
@@ -404,6 +408,7 @@ FaultDecision FaultEngine::Draw(Operation operation, std::string_view payment_me
   std::lock_guard lock(mutex_);
   const auto& p = profile_;
   d.visibility_delay = std::chrono::milliseconds{p.visibility_delay_ms};
+  d.search_lag = std::chrono::milliseconds{p.search_lag_ms};
   if (operation == kOpVoid) d.void_window = std::chrono::milliseconds{p.void_window_ms};
   d.timeout_delay = std::chrono::milliseconds{p.timeout_delay_ms};
   d.retry_after_s = p.retry_after_s;
@@ -413,7 +418,7 @@ FaultDecision FaultEngine::Draw(Operation operation, std::string_view payment_me
     }
   }
   if ((p.apply_to & operation) == 0) return d;
-  // Always seven draws, in this order, whatever the outcome: see the class comment.
+  // Always nine draws, in this order, whatever the outcome: see the class comment.
   const double u_throttle = prng_.Uniform();
   const double u_error = prng_.Uniform();
   const double u_latency1 = prng_.Uniform();
@@ -421,12 +426,16 @@ FaultDecision FaultEngine::Draw(Operation operation, std::string_view payment_me
   const double u_decline = prng_.Uniform();
   const double u_timeout = prng_.Uniform();
   const double u_drop = prng_.Uniform();
+  const double u_server_error = prng_.Uniform();
+  const double u_server_work = prng_.Uniform();
   d.throttle = u_throttle < p.throttle_rate;
   d.error = !d.throttle && u_error < p.error_rate;
   d.latency = SampleLatency(p.latency, u_latency1, u_latency2);
   if (operation == kOpCapture && !d.decline_code && u_decline < p.decline_rate) d.decline_code = p.decline_code;
   d.drop = u_drop < p.drop_rate;
   d.timeout = !d.drop && u_timeout < p.timeout_rate;
+  d.server_error = !d.throttle && !d.error && u_server_error < p.server_error_rate;
+  d.server_error_work = d.server_error && u_server_work < 0.5;
   return d;
 }
 

@@ -50,11 +50,17 @@ struct FaultProfile {
   double error_rate = 0;
   double throttle_rate = 0;
   double decline_rate = 0;
+  // The endpoint started, did its work with probability 1/2, then failed: 500 (stored under a Stripe
+  // key and replayed, as Stripe does; our dialect keeps the key's work if it was done).
+  double server_error_rate = 0;
   std::string decline_code = "generic_decline";  // for random declines
   // Deterministic declines: payment_method -> decline_code, applied to every capture.
   std::map<std::string, std::string, std::less<>> decline_rules = {{"pm_tok_declined", "card_declined"},
                                                                    {"pm_tok_insufficient", "insufficient_funds"}};
   std::int64_t visibility_delay_ms = 0;
+  // Stripe dialect: a PaymentIntent is found by search only this long after its creation (Stripe's
+  // search index lags); retrieve and list see it at once.
+  std::int64_t search_lag_ms = 0;
   // A capture older than this has settled and can no longer be voided (0: never). Deterministic, whatever
   // apply_to says: a real acquirer voids only before settlement; after it, money comes back by refund.
   std::int64_t void_window_ms = 0;
@@ -89,9 +95,12 @@ struct FaultDecision {
   bool error = false;     // answer 503 + Retry-After, change nothing
   bool timeout = false;   // do the work, answer after timeout_delay
   bool drop = false;      // do the work, close without answering
+  bool server_error = false;       // answer 500 after (maybe) doing the work
+  bool server_error_work = false;  // with server_error: whether the work is done first
   std::optional<std::string> decline_code;  // captures only
   std::chrono::milliseconds latency{0};
   std::chrono::milliseconds visibility_delay{0};
+  std::chrono::milliseconds search_lag{0};
   std::chrono::milliseconds void_window{0};  // voids only; 0: no window
   std::chrono::milliseconds timeout_delay{0};
   std::int64_t retry_after_s = 0;

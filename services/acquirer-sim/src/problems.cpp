@@ -63,6 +63,11 @@ Response CaptureSettled() {
                            "this capture has settled and can no longer be voided; nothing was voided");
 }
 
+Response ServerError() {
+  return http::ProblemJson(Status::internal_server_error, "Internal server error",
+                           "the acquirer failed while processing the request; it may or may not have been done");
+}
+
 Response StorageUnavailable() {
   return http::ProblemJson(Status::service_unavailable, "Storage unavailable",
                            "the capture log could not be written; nothing was captured, retry later");

@@ -24,6 +24,8 @@ http::Response RequestInProgress();
 http::Response IdempotencyKeyReused(std::string_view detail);
 // 422: a void of a capture past the void window (fault profile void_window_ms).
 http::Response CaptureSettled();
+// 500: the fault profile's server_error_rate (the work may or may not have been done).
+http::Response ServerError();
 // 503: the capture log could not be written.
 http::Response StorageUnavailable();
 

@@ -53,6 +53,9 @@ SimConfig LoadConfig(config::ConfigReader& reader) {
     c.api_keys.push_back(std::move(key));
   }
   c.faults = LoadFaultProfile(reader);
+  c.stripe.search_rate_limit = reader.Integer("stripe.search_rate_limit", 20, 1, 100'000);
+  c.stripe.idempotency_key_retention =
+      reader.Duration("stripe.idempotency_key_retention", std::chrono::hours{24}, milliseconds{1});
   c.shutdown_deadline = reader.Duration("shutdown.deadline", std::chrono::seconds{10}, milliseconds{100});
   c.log_level = reader.Choice("log.level", "info", {std::begin(log::kLevels), std::end(log::kLevels)});
   reader.RejectUnknownKeys();

@@ -51,7 +51,7 @@ TEST(LogRecord, TheFormatIsStable) {
 TEST(LogRecord, DecodeRejectsDamagedLines) {
   EXPECT_THAT(DecodeRecord("{\"type\":\"capture\"").error(), HasSubstr("not JSON"));
   EXPECT_THAT(DecodeRecord("[]").error(), HasSubstr("not a JSON object"));
-  EXPECT_THAT(DecodeRecord(R"({"type":"refund","merchant":"m","idempotency_key":"k","created_at_us":1})").error(),
+  EXPECT_THAT(DecodeRecord(R"({"type":"chargeback","merchant":"m","idempotency_key":"k","created_at_us":1})").error(),
               HasSubstr("unknown record type"));
   EXPECT_THAT(DecodeRecord(R"({"type":"void","merchant":"m","idempotency_key":"k","created_at_us":1})").error(),
               HasSubstr("\"id\""));
