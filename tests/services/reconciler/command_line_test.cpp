@@ -165,6 +165,15 @@ TEST(ReconcilerConfigTest, InconsistentValuesNameTheirKey) {
   EXPECT_EQ(key_of({}, "database:\n  url: postgresql://in-a-file\n"), "database.url");
   EXPECT_EQ(key_of({{"METRICS_PUSHGATEWAY_URL", "pushgateway:9091"}}), "metrics.pushgateway.url");
   EXPECT_EQ(key_of({{"METRICS_PUSHGATEWAY_URL", "http://pushgateway:9091"}}), "accepted");
+  // Stripe: the deadline within the key's retention, the window over the search's lag.
+  EXPECT_EQ(key_of({{"ACQUIRER_KIND", "stripe"}}), "accepted");
+  EXPECT_EQ(key_of({{"ACQUIRER_KIND", "stripe"}, {"RECONCILER_DEADLINE", "23h"}}), "reconciler.deadline");
+  EXPECT_EQ(key_of({{"RECONCILER_DEADLINE", "23h"}}), "accepted");  // our protocol keeps its keys
+  EXPECT_EQ(key_of({{"ACQUIRER_KIND", "stripe"}, {"ACQUIRER_STRIPE_SEARCH_LAG", "10m"}}),
+            "reconciler.visibility_window");
+  EXPECT_EQ(key_of({{"ACQUIRER_KIND", "stripe"}, {"ACQUIRER_STRIPE_SEARCH_LAG", "10m"},
+                    {"RECONCILER_VISIBILITY_WINDOW", "10m"}}),
+            "accepted");
 }
 
 TEST(ReconcilerPushgateway, UrlParsing) {
