@@ -474,6 +474,101 @@ hasnt "$D" "allow_plain_http" "the defaults: plain http"
 hasnt "$D" "ACQUIRER_ALLOW_PLAIN_HTTP" "the defaults: plain http"
 out=$(render "${required[@]}" --set global.acquirer.url=http://127.0.0.1:8081) || fail "a loopback acquirer refused: $out"
 hasnt "$out" "allow_plain_http" "a loopback acquirer"
+
+# global.acquirer.kind: one protocol for charge-api, the reconciler, charge-admin's config and the audit prune's
+# environment (ACQUIRER_<KEY>, as ConfigReader::EnvName names acquirer.<key>); Stripe's knobs only with stripe.
+acquirer_files=(charge-api:config.yaml reconciler:config.yaml reconciler:charge-admin.yaml)
+prune_env="CronJob/rel-charge-outbox-audit-prune:$cpod.containers.[].env.[]"
+# env_of FLAT ENV_PATH: the NAME=VALUE pairs of a container's plain env entries (valueFrom ones have no value).
+env_of() { awk -v p="$2." 'index($0, p) == 1 { rest = substr($0, length(p) + 1)
+  if (rest ~ /^name=/) name = substr(rest, 6); else if (rest ~ /^value=/) print name "=" substr(rest, 7) }' <<<"$1"; }
+for file in "${acquirer_files[@]}"; do
+  has "$D" "ConfigMap/rel-charge-outbox-${file%%:*}:data.${file#*:}.acquirer.kind=\"native\"" "the default kind: $file"
+done
+grep -qxF 'ACQUIRER_KIND="native"' <<<"$(env_of "$D" "$prune_env")" || fail "the default kind: the audit prune's ACQUIRER_KIND"
+hasnt "$D" "acquirer.stripe" "the defaults: Stripe's knobs"
+hasnt "$D" "ACQUIRER_STRIPE_" "the defaults: Stripe's knobs"
+stripe=("${required[@]}" --set global.acquirer.url=https://api.stripe.com --set global.acquirer.kind=stripe)
+# A fractional rate from --set-json: helm's --set reads 7.5 as a string, which the schema refuses.
+out=$(render "${stripe[@]}" --set global.acquirer.stripe.keyRetention=20h --set global.acquirer.stripe.searchLag=2m \
+  --set-json global.acquirer.stripe.searchRateLimit=7.5 --set global.acquirer.stripe.eventsPages=3) ||
+  fail "rendering kind stripe: $out"
+S=$(flat <<<"$out")
+for file in "${acquirer_files[@]}"; do
+  at="ConfigMap/rel-charge-outbox-${file%%:*}:data.${file#*:}.acquirer"
+  for line in 'kind="stripe"' 'url="https://api.stripe.com"' 'stripe.key_retention="20h"' 'stripe.search_lag="2m"' \
+    'stripe.search_rate_limit="7.5"' 'stripe.events_pages="3"'; do
+    has "$S" "$at.$line" "kind stripe: $file"
+  done
+done
+prune_stripe=$(env_of "$S" "$prune_env")
+for pair in 'ACQUIRER_KIND="stripe"' 'ACQUIRER_URL="https://api.stripe.com"' 'ACQUIRER_STRIPE_KEY_RETENTION="20h"' \
+  'ACQUIRER_STRIPE_SEARCH_LAG="2m"' 'ACQUIRER_STRIPE_SEARCH_RATE_LIMIT="7.5"' 'ACQUIRER_STRIPE_EVENTS_PAGES="3"'; do
+  grep -qxF -- "$pair" <<<"$prune_stripe" || fail "kind stripe: the audit prune's environment has no $pair: $prune_stripe"
+done
+# With stripe, what charge-api and the reconciler refuse at start (exit 2) is refused at render time, naming the
+# values: a deadline past keyRetention less a twenty-fourth less acquirer.request_timeout (24h: 23h less 10s =
+# 82790s), a visibility window shorter than the search lag. Each as the daemon will read it, extraEnv included.
+accepted() {  # accepted WHAT ARGS...: rendering succeeds
+  local what=$1 out; shift
+  out=$(render --show-only templates/outbox-relay-deployment.yaml "$@") || fail "$what: refused: $out"
+}
+accepted "kind stripe, the longest deadline" "${stripe[@]}" --set global.chargeDeadline=82790s
+refused "global.chargeDeadline 82791s is too long for global.acquirer.kind stripe" "kind stripe, a deadline 1 s too long" \
+  "${stripe[@]}" --set global.chargeDeadline=82791s
+refused "global.chargeDeadline 23h is too long for global.acquirer.kind stripe" "kind stripe, a 23h deadline" \
+  "${stripe[@]}" --set global.chargeDeadline=23h
+out=$(render "${stripe[@]}" --set global.chargeDeadline=23h) || true
+for needle in "global.acquirer.stripe.keyRetention 24h" "acquirer.request_timeout (its default) 10s" ": 82790s." \
+  "Shorten global.chargeDeadline"; do
+  grep -qF -- "$needle" <<<"$out" || fail "kind stripe, a 23h deadline: the refusal does not say '$needle': $out"
+done
+refused "global.chargeDeadline 23h is too long" "kind stripe, charge-api alone" "${stripe[@]}" \
+  --set global.chargeDeadline=23h --set reconciler.enabled=false
+refused "global.chargeDeadline 23h is too long" "kind stripe, the reconciler alone" "${stripe[@]}" \
+  --set global.chargeDeadline=23h --set chargeApi.enabled=false
+refused "chargeApi.extraEnv.CHARGE_DEADLINE 24h is too long" "kind stripe, charge-api's deadline in extraEnv" \
+  "${stripe[@]}" --set chargeApi.extraEnv.CHARGE_DEADLINE=24h
+refused "reconciler.extraEnv.RECONCILER_DEADLINE 24h is too long" "kind stripe, the reconciler's deadline in extraEnv" \
+  "${stripe[@]}" --set reconciler.extraEnv.RECONCILER_DEADLINE=24h
+refused "less reconciler.extraEnv.ACQUIRER_REQUEST_TIMEOUT 10m: 1370m" "kind stripe, a longer request timeout" \
+  "${stripe[@]}" --set global.chargeDeadline=82201s --set reconciler.extraEnv.ACQUIRER_REQUEST_TIMEOUT=10m
+refused "global.chargeDeadline 12h is too long for global.acquirer.kind stripe" "kind stripe, a shorter key retention" \
+  "${stripe[@]}" --set global.chargeDeadline=12h --set global.acquirer.stripe.keyRetention=12h
+refused "reconciler.visibilityWindow 30s is shorter than global.acquirer.stripe.searchLag 1m" \
+  "kind stripe, a visibility window under the search lag" "${stripe[@]}" --set reconciler.visibilityWindow=30s
+refused "reconciler.visibilityWindow 5m is shorter than global.acquirer.stripe.searchLag 10m" \
+  "kind stripe, a search lag raised past the visibility window" "${stripe[@]}" --set global.acquirer.stripe.searchLag=10m
+refused "reconciler.extraEnv.RECONCILER_VISIBILITY_WINDOW 59s is shorter" "kind stripe, the visibility window in extraEnv" \
+  "${stripe[@]}" --set reconciler.extraEnv.RECONCILER_VISIBILITY_WINDOW=59s
+accepted "kind stripe, a visibility window equal to the search lag" "${stripe[@]}" --set reconciler.visibilityWindow=1m
+accepted "kind stripe, no reconciler: no visibility window to check" "${stripe[@]}" --set reconciler.enabled=false \
+  --set reconciler.visibilityWindow=30s
+accepted "kind native: no Stripe bound" "${required[@]}" --set global.chargeDeadline=48h --set reconciler.visibilityWindow=0s
+refused "global.acquirer.stripe.keyRetention 721h is not between 1s and 720h" "a key retention past the daemons' bound" \
+  "${stripe[@]}" --set global.acquirer.stripe.keyRetention=721h
+refused "global.acquirer.stripe.searchLag 121m is above 2h" "a search lag past the daemons' bound" \
+  "${stripe[@]}" --set global.acquirer.stripe.searchLag=121m --set reconciler.visibilityWindow=3h
+refused "reconciler.extraEnv.RECONCILER_VISIBILITY_WINDOW \"5 minutes\" is not a duration" "an extraEnv duration the daemons cannot read" \
+  "${stripe[@]}" --set-string "reconciler.extraEnv.RECONCILER_VISIBILITY_WINDOW=5 minutes"
+# The kind and Stripe's knobs in the schema, and without it.
+refused "at '/global/acquirer/kind': value must be one of 'native', 'stripe'" "an acquirer kind that does not exist" \
+  "${required[@]}" --set global.acquirer.kind=paypal
+refused "global.acquirer.kind paypal is not an acquirer protocol the daemons speak" "kind paypal without the schema" \
+  "${required[@]}" --skip-schema-validation --set global.acquirer.kind=paypal
+refused "at '/global/acquirer/stripe/searchRateLimit': minimum" "a search rate of 0" "${stripe[@]}" \
+  --set global.acquirer.stripe.searchRateLimit=0
+refused "at '/global/acquirer/stripe/eventsPages': maximum" "101 pages of events" "${stripe[@]}" \
+  --set global.acquirer.stripe.eventsPages=101
+refused "at '/global/acquirer/stripe/keyRetention': '1d' does not match pattern" "a key retention in days" "${stripe[@]}" \
+  --set global.acquirer.stripe.keyRetention=1d
+# One kind for every component: no extraEnv makes one of them speak another protocol.
+for component in chargeApi reconciler auditPrune; do
+  refused "invalid propertyName 'ACQUIRER_KIND'" "ACQUIRER_KIND in $component.extraEnv" "${required[@]}" \
+    --set "$component.extraEnv.ACQUIRER_KIND=stripe"
+done
+refused "chargeApi.extraEnv.ACQUIRER_KIND is refused" "ACQUIRER_KIND without the schema" "${required[@]}" \
+  --skip-schema-validation --set chargeApi.extraEnv.ACQUIRER_KIND=stripe
 # NOTES (which helm template leaves out: rendered here as a plain template) warns while the switch is on.
 notes() {
   local copy; copy=$(mktemp -d)

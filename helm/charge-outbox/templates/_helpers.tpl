@@ -264,8 +264,9 @@ named once, as global.databaseSecret). */ -}}
 {{/*
 extraEnv of a component, refused here as well as in the schema (which --skip-schema-validation turns off):
 a secret belongs in a Secret, FAILPOINTS only in test builds (docs/operations.md, docs/failpoints.md), and where
-the acquirer key and card tokens go (ACQUIRER_URL, ACQUIRER_ALLOW_PLAIN_HTTP, ACQUIRER_TLS_VERIFY) only from
-global.acquirer, never silently from one component's extraEnv. Call with (list "<values key>" .Values.<component>.extraEnv).
+the acquirer key and card tokens go (ACQUIRER_URL, ACQUIRER_ALLOW_PLAIN_HTTP, ACQUIRER_TLS_VERIFY) and which
+protocol they speak (ACQUIRER_KIND, one for every component) only from global.acquirer, never silently from
+one component's extraEnv. Call with (list "<values key>" .Values.<component>.extraEnv).
 */}}
 {{- define "charge-outbox.extraEnv" -}}
 {{- $where := index . 0 -}}
@@ -275,6 +276,9 @@ global.acquirer, never silently from one component's extraEnv. Call with (list "
 {{- end }}
 {{- if has $name (list "ACQUIRER_URL" "ACQUIRER_ALLOW_PLAIN_HTTP" "ACQUIRER_TLS_VERIFY") }}
 {{- fail (printf "%s.extraEnv.%s is refused: where the acquirer key and card tokens go is global.acquirer.url (https), or global.acquirer.insecurePlainHttp for a test acquirer" $where $name) }}
+{{- end }}
+{{- if eq $name "ACQUIRER_KIND" }}
+{{- fail (printf "%s.extraEnv.%s is refused: every component speaks one protocol to the acquirer, global.acquirer.kind" $where $name) }}
 {{- end }}
 - name: {{ $name }}
   value: {{ $value | quote }}
@@ -397,6 +401,7 @@ switch that NOTES warns about). acquirerUrl prints the URL; acquirerConfig the c
 
 {{- define "charge-outbox.acquirerConfig" -}}
 acquirer:
+  kind: {{ include "charge-outbox.acquirerKind" . | quote }}
   url: {{ include "charge-outbox.acquirerUrl" . | quote }}
   {{- if .Values.global.acquirer.insecurePlainHttp }}
   allow_plain_http: true
@@ -405,6 +410,117 @@ acquirer:
   tls:
     ca_file: {{ . | quote }}
   {{- end }}
+  {{- with (include "charge-outbox.stripeSettings" . | fromJson).settings }}
+  stripe:
+    {{- range . }}
+    {{ .key }}: {{ .value | quote }}
+    {{- end }}
+  {{- end }}
+{{- end -}}
+
+{{/* The protocol every component speaks to the acquirer, global.acquirer.kind, checked here as well as in
+the schema (which --skip-schema-validation turns off). Takes $. */}}
+{{- define "charge-outbox.acquirerKind" -}}
+{{- $kind := .Values.global.acquirer.kind | default "native" -}}
+{{- if not (has $kind (list "native" "stripe")) -}}
+{{- fail (printf "global.acquirer.kind %s is not an acquirer protocol the daemons speak: native or stripe" $kind) -}}
+{{- end -}}
+{{- $kind -}}
+{{- end -}}
+
+{{/*
+Stripe's knobs (acquirer.stripe.<key>, ACQUIRER_STRIPE_<KEY>) from global.acquirer.stripe, with kind stripe
+only: JSON {settings: [{key, value}]}, empty with kind native. The durations' bounds, which the schema
+cannot express, are the daemons'. Takes $.
+*/}}
+{{- define "charge-outbox.stripeSettings" -}}
+{{- $settings := list -}}
+{{- if eq (include "charge-outbox.acquirerKind" .) "stripe" -}}
+{{- $stripe := .Values.global.acquirer.stripe -}}
+{{- $retention := include "charge-outbox.durationMs" (list "global.acquirer.stripe.keyRetention" $stripe.keyRetention) | int64 -}}
+{{- if or (lt $retention 1000) (gt $retention (mul 720 3600000)) -}}
+{{- fail (printf "global.acquirer.stripe.keyRetention %s is not between 1s and 720h (acquirer.stripe.key_retention): Stripe keeps idempotency keys 24h" $stripe.keyRetention) -}}
+{{- end -}}
+{{- if gt (include "charge-outbox.durationMs" (list "global.acquirer.stripe.searchLag" $stripe.searchLag) | int64) (mul 2 3600000) -}}
+{{- fail (printf "global.acquirer.stripe.searchLag %s is above 2h, the most acquirer.stripe.search_lag takes" $stripe.searchLag) -}}
+{{- end -}}
+{{- $settings = list (dict "key" "key_retention" "value" $stripe.keyRetention) (dict "key" "search_lag" "value" $stripe.searchLag) (dict "key" "search_rate_limit" "value" (toString $stripe.searchRateLimit)) (dict "key" "events_pages" "value" (toString $stripe.eventsPages)) -}}
+{{- end -}}
+{{- toJson (dict "settings" $settings) -}}
+{{- end -}}
+
+{{/*
+A duration as the daemons read it (digits and one unit: ms, s, m or h) in milliseconds, for the checks that
+compare two; anything else fails naming where it came from (the schema checks the values' form, but not
+extraEnv's, and --skip-schema-validation turns it off). (list "<where>" VALUE)
+*/}}
+{{- define "charge-outbox.durationMs" -}}
+{{- $text := toString (index . 1) -}}
+{{- if not (regexMatch "^[0-9]+(ms|s|m|h)$" $text) -}}
+{{- fail (printf "%s %q is not a duration such as 500ms, 30s, 5m or 23h" (index . 0) $text) -}}
+{{- end -}}
+{{- $unit := regexReplaceAll "^[0-9]+" $text "" -}}
+{{- /* Leading zeros stripped: int64 would read them as octal. */ -}}
+{{- $amount := regexReplaceAll "^0+([0-9])" (trimSuffix $unit $text) "${1}" | int64 -}}
+{{- mul $amount (get (dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000) $unit) -}}
+{{- end -}}
+
+{{/* Milliseconds as a duration the daemons read, in the largest unit that divides them. Takes the number. */}}
+{{- define "charge-outbox.formatMs" -}}
+{{- $ms := int64 . -}}
+{{- if and (ne $ms 0) (eq (mod $ms 3600000) 0) -}}{{ div $ms 3600000 }}h
+{{- else if and (ne $ms 0) (eq (mod $ms 60000) 0) -}}{{ div $ms 60000 }}m
+{{- else if eq (mod $ms 1000) 0 -}}{{ div $ms 1000 }}s
+{{- else -}}{{ $ms }}ms
+{{- end -}}
+{{- end -}}
+
+{{/*
+A setting as a component's daemon will read it: its extraEnv's when that names it, else the chart's value.
+JSON {where, value}, where naming the value to change. (list "<values key>" EXTRA_ENV "ENV_NAME" "<where>" VALUE)
+*/}}
+{{- define "charge-outbox.effectiveSetting" -}}
+{{- $env := index . 1 | default dict -}}
+{{- $name := index . 2 -}}
+{{- if hasKey $env $name -}}
+{{- toJson (dict "where" (printf "%s.extraEnv.%s" (index . 0) $name) "value" (toString (get $env $name))) -}}
+{{- else -}}
+{{- toJson (dict "where" (index . 3) "value" (toString (index . 4))) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+With global.acquirer.kind stripe, what charge-api and the reconciler refuse at start (exit 2), refused at
+render time with the values to change. A capture may be sent until the charge's deadline and must reach
+Stripe while it still remembers the idempotency key (past keyRetention the same key makes a new payment):
+the deadline is at most keyRetention less a twenty-fourth (clocks) less one acquirer.request_timeout
+(ACQUIRER_REQUEST_TIMEOUT in extraEnv, 10s by default). For the reconciler (visibility true) a search that
+finds nothing proves nothing before searchLag has passed: visibilityWindow covers it. Each side is what the
+daemon will read, the chart's value or the component's extraEnv. Renders nothing.
+(list $ "<values key>" "<deadline's env name>" visibility)
+*/}}
+{{- define "charge-outbox.checkStripeBounds" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- if eq (include "charge-outbox.acquirerKind" $root) "stripe" -}}
+{{- $env := (index $root.Values $component).extraEnv | default dict -}}
+{{- $stripe := $root.Values.global.acquirer.stripe -}}
+{{- $retention := include "charge-outbox.effectiveSetting" (list $component $env "ACQUIRER_STRIPE_KEY_RETENTION" "global.acquirer.stripe.keyRetention" $stripe.keyRetention) | fromJson -}}
+{{- $timeout := include "charge-outbox.effectiveSetting" (list $component $env "ACQUIRER_REQUEST_TIMEOUT" "acquirer.request_timeout (its default)" "10s") | fromJson -}}
+{{- $deadline := include "charge-outbox.effectiveSetting" (list $component $env (index . 2) "global.chargeDeadline" $root.Values.global.chargeDeadline) | fromJson -}}
+{{- $retentionMs := include "charge-outbox.durationMs" (list $retention.where $retention.value) | int64 -}}
+{{- $maxMs := sub (sub $retentionMs (div $retentionMs 24)) (include "charge-outbox.durationMs" (list $timeout.where $timeout.value) | int64) -}}
+{{- if gt (include "charge-outbox.durationMs" (list $deadline.where $deadline.value) | int64) $maxMs -}}
+{{- fail (printf "%s %s is too long for global.acquirer.kind stripe: a capture may be sent until the deadline and must reach Stripe while it still remembers the charge's idempotency key (%s %s; past it the same key makes a new payment), so the deadline is at most that less a twenty-fourth less %s %s: %s. Shorten %s (helm/README.md, \"A real acquirer: Stripe\")" $deadline.where $deadline.value $retention.where $retention.value $timeout.where $timeout.value (include "charge-outbox.formatMs" (max $maxMs 0)) $deadline.where) -}}
+{{- end -}}
+{{- if index . 3 -}}
+{{- $window := include "charge-outbox.effectiveSetting" (list $component $env "RECONCILER_VISIBILITY_WINDOW" "reconciler.visibilityWindow" $root.Values.reconciler.visibilityWindow) | fromJson -}}
+{{- $lag := include "charge-outbox.effectiveSetting" (list $component $env "ACQUIRER_STRIPE_SEARCH_LAG" "global.acquirer.stripe.searchLag" $stripe.searchLag) | fromJson -}}
+{{- if lt (include "charge-outbox.durationMs" (list $window.where $window.value) | int64) (include "charge-outbox.durationMs" (list $lag.where $lag.value) | int64) -}}
+{{- fail (printf "%s %s is shorter than %s %s: with global.acquirer.kind stripe a search that finds nothing proves nothing until Stripe's search lag has passed, so the reconciler would act on a capture Stripe has not indexed yet. Set %s to at least %s" $window.where $window.value $lag.where $lag.value $window.where $lag.value) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The CA the acquirer's certificate is checked against when global.acquirer.trustCaBundle (empty: the
@@ -471,6 +587,7 @@ admin:
 database:
   pool_size: {{ $api.databasePoolSize }}
 {{ include "charge-outbox.acquirerConfig" . }}
+{{- include "charge-outbox.checkStripeBounds" (list . "chargeApi" "CHARGE_DEADLINE" false) }}
 charge:
   lease: {{ $api.chargeLease | quote }}
   deadline: {{ .Values.global.chargeDeadline | quote }}
@@ -502,6 +619,7 @@ log:
 {{/* The reconciler's config file (services/reconciler/README.md), shared by the sweep and the window report. */}}
 {{- define "charge-outbox.reconcilerConfig" -}}
 {{- $rec := .Values.reconciler -}}
+{{- include "charge-outbox.checkStripeBounds" (list . "reconciler" "RECONCILER_DEADLINE" true) -}}
 {{ include "charge-outbox.acquirerConfig" . }}
 reconciler:
   grace_period: {{ $rec.gracePeriod | quote }}
