@@ -1,6 +1,7 @@
 // The store's idempotency rules, visibility, listing, voids and ledger, against an in-memory log and a
 // clock the test moves.
 #include "capture_store.hpp"
+#include "store_fakes.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,29 +9,6 @@
 
 namespace charge_outbox::acquirer_sim {
 namespace {
-
-class MemorySink final : public RecordSink {
- public:
-  bool Append(std::string_view lines) override {
-    if (fail) return false;
-    data += lines;
-    return true;
-  }
-  bool Truncate() override {
-    data.clear();
-    return true;
-  }
-  std::size_t Lines() const { return static_cast<std::size_t>(std::count(data.begin(), data.end(), '\n')); }
-
-  std::string data;
-  bool fail = false;
-};
-
-class FakeClock final : public Clock {
- public:
-  std::int64_t NowMicros() const override { return now; }
-  std::int64_t now = 1'800'000'000'000'000;
-};
 
 CaptureRequest Req(std::string reference, std::int64_t amount = 1000, std::string pm = "pm_tok_visa") {
   return {amount, "BRL", std::move(reference), std::move(pm)};

@@ -265,5 +265,59 @@ TEST(FaultEngine, ResetRestoresTheStartUpProfile) {
   EXPECT_EQ(Pattern(engine, 50), first);
 }
 
+TEST(FaultProfile, ParsesTheServerErrorRateAndTheSearchLag) {
+  const auto p = Parse(R"({"server_error_rate": 0.25, "search_lag_ms": 1200})");
+  EXPECT_DOUBLE_EQ(p.server_error_rate, 0.25);
+  EXPECT_EQ(p.search_lag_ms, 1200);
+  const auto json = FaultProfileToJson(p);
+  EXPECT_EQ(json.at("search_lag_ms").as_int64(), 1200);
+  EXPECT_DOUBLE_EQ(json.at("server_error_rate").as_double(), 0.25);
+  EXPECT_EQ(*ParseFaultProfile(json, 1), p);
+  const auto defaults = Parse("{}");
+  EXPECT_EQ(defaults.server_error_rate, 0);
+  EXPECT_EQ(defaults.search_lag_ms, 0);
+  EXPECT_EQ(ParseFaultProfileText(R"({"server_error_rate": 2})", 1).error().field, "server_error_rate");
+  EXPECT_EQ(ParseFaultProfileText(R"({"search_lag_ms": -1})", 1).error().field, "search_lag_ms");
+}
+
+TEST(FaultProfileConfig, ReadsTheServerErrorRateAndTheSearchLag) {
+  auto reader = config::ConfigReader::FromString("faults:\n  server_error_rate: 0.5\n  search_lag_ms: 800\n",
+                                                 NoEnvironment());
+  const auto p = LoadFaultProfile(reader);
+  EXPECT_DOUBLE_EQ(p.server_error_rate, 0.5);
+  EXPECT_EQ(p.search_lag_ms, 800);
+}
+
+// The server error's own draw and its "was the work done" draw are taken on every request, so turning
+// server errors on changes no other fault of the sequence.
+TEST(FaultEngine, ServerErrorsDoTheWorkAboutHalfTheTimeAndLeaveTheOtherDrawsAlone) {
+  auto base = Parse(R"({"seed": 99, "throttle_rate": 0.1, "error_rate": 0.1, "drop_rate": 0.1, "timeout_rate": 0.1,
+    "decline_rate": 0.2, "search_lag_ms": 300})");
+  auto with_errors = base;
+  with_errors.server_error_rate = 1;
+  FaultEngine plain(base);
+  FaultEngine failing(with_errors);
+  int server_errors = 0;
+  int with_work = 0;
+  for (int i = 0; i < 400; ++i) {
+    const auto p = plain.Draw(kOpCapture, "pm");
+    const auto f = failing.Draw(kOpCapture, "pm");
+    EXPECT_EQ(p.throttle, f.throttle);
+    EXPECT_EQ(p.error, f.error);
+    EXPECT_EQ(p.drop, f.drop);
+    EXPECT_EQ(p.timeout, f.timeout);
+    EXPECT_EQ(p.decline_code, f.decline_code);
+    EXPECT_EQ(p.latency, f.latency);
+    EXPECT_FALSE(p.server_error || p.server_error_work);
+    EXPECT_EQ(f.search_lag, std::chrono::milliseconds{300});
+    // A request refused before the endpoint started (429, 503) cannot fail inside it.
+    EXPECT_EQ(f.server_error, !f.throttle && !f.error);
+    server_errors += f.server_error ? 1 : 0;
+    with_work += f.server_error_work ? 1 : 0;
+  }
+  EXPECT_GT(with_work, server_errors * 35 / 100);
+  EXPECT_LT(with_work, server_errors * 65 / 100);
+}
+
 }  // namespace
 }  // namespace charge_outbox::acquirer_sim
