@@ -1,0 +1,309 @@
+// Stripe's edges, end to end: charge-api and the reconciler with acquirer.kind stripe against acquirer-sim's
+// Stripe dialect (services/acquirer-sim/README.md, "Stripe dialect") and a real PostgreSQL. Each test is one
+// of Stripe's rules (docs/stripe.md) and shows the state it leaves, the answer the client reads, and the
+// acquirer's ledger: a stored 500 replayed, a key pruned and then retried, search lag, a key used with other
+// parameters, a key still in use.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "charge_stack.hpp"
+#include "http_test_client.hpp"
+#include "pg_test_database.hpp"
+#include "service_process.hpp"
+#include "test_env.hpp"
+
+namespace charge_outbox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr const char* kMerchant = "00000000-0000-4000-8000-000000000001";
+constexpr const char* kApiKey = "sk_test_stripe_dialect";
+constexpr const char* kAcquirerKey = "sk_test_acquirer_stripe_dialect";
+
+std::string ChargeBody(std::int64_t amount = 25000) {
+  return R"({"amount": )" + std::to_string(amount) +
+         R"(, "currency": "BRL", "order_id": "PED-1", "payment_method": "pm_tok_visa"})";
+}
+
+HttpHeaders ChargeHeaders(const std::string& key) {
+  return {{"Authorization", std::string("Bearer ") + kApiKey},
+          {"Content-Type", "application/json"},
+          {"Idempotency-Key", key}};
+}
+
+class StripeDialectE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = PgTestDatabase::Create(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                                 PgTestDatabase::Schema::kMigrated);
+    InsertMerchant(*db_, kMerchant, kApiKey);
+    dir_ = fs::temp_directory_path() / UniqueName("stripe_dialect_e2e");
+  }
+
+  void TearDown() override {
+    sim_client_.reset();
+    sim_.reset();
+    fs::remove_all(dir_);
+  }
+
+  void StartAcquirer(const EnvChanges& extra = {}) {
+    EnvChanges env{{"HTTP_PORT", "0"}, {"DATA_DIR", (dir_ / "sim").string()}, {"AUTH_API_KEYS", kAcquirerKey}};
+    for (const auto& [k, v] : extra) env[k] = v;
+    sim_ = std::make_unique<ServiceProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN}, env);
+    sim_client_ = std::make_unique<HttpTestClient>(sim_->port());
+  }
+
+  EnvChanges ApiEnv(const EnvChanges& extra = {}) {
+    auto env = FastChargeApiEnv(db_->url(), sim_->port(), kAcquirerKey);
+    env["ACQUIRER_KIND"] = "stripe";
+    for (const auto& [k, v] : extra) env[k] = v;
+    return env;
+  }
+
+  std::unique_ptr<ServiceProcess> StartApi(const EnvChanges& extra = {}) {
+    return std::make_unique<ServiceProcess>(std::vector<std::string>{CHARGE_API_BIN}, ApiEnv(extra));
+  }
+
+  EnvChanges ReconcilerEnv(const EnvChanges& extra = {}) {
+    auto env = FastAcquirerClientEnv(db_->url(), sim_->port(), kAcquirerKey);
+    env["ACQUIRER_KIND"] = "stripe";
+    env["ACQUIRER_STRIPE_SEARCH_LAG"] = "1s";
+    env["RECONCILER_GRACE_PERIOD"] = "0s";
+    env["RECONCILER_CLAIM_LEASE"] = "4s";
+    env["RECONCILER_BACKOFF_BASE"] = "100ms";
+    env["RECONCILER_BACKOFF_MAX"] = "200ms";
+    env["RECONCILER_VISIBILITY_WINDOW"] = "1s";
+    env["METRICS_PUSHGATEWAY_URL"] = std::nullopt;
+    for (const auto& [k, v] : extra) env[k] = v;
+    return env;
+  }
+
+  ProcessResult RunReconciler(const EnvChanges& extra = {}) {
+    return RunProcess({RECONCILER_BIN}, ReconcilerEnv(extra), 60s);
+  }
+
+  static HttpResult Post(ServiceProcess& api, const std::string& key, const std::string& body = ChargeBody()) {
+    HttpTestClient client(api.port(), "127.0.0.1", 30s);
+    return client.Post("/v1/charges", body, ChargeHeaders(key));
+  }
+
+  void SetFaults(const std::string& profile) {
+    const auto r = sim_client_->Put("/admin/faults", profile);
+    ASSERT_EQ(r.status(), 200u) << r.response.body();
+  }
+
+  std::int64_t AcquirerRequests(const std::string& operation) {
+    return sim_client_->Get("/admin/stats").json().at("requests").at(operation).as_int64();
+  }
+  static std::string AcquirerKey(const std::string& key) { return std::string(kMerchant) + ":" + key; }
+  std::size_t Ledger(std::string_view type, const std::string& key) {
+    return AcquirerLedgerCount(*sim_client_, type, AcquirerKey(key));
+  }
+  std::string Field(const std::string& key, const std::string& column) {
+    return db_->Scalar("SELECT " + column + " FROM charges WHERE idempotency_key = '" + key + "'");
+  }
+  std::string Outcomes(const std::string& key) {
+    return db_->Scalar(
+        "SELECT string_agg(operation || ':' || coalesce(outcome, '-') || ':' || coalesce(http_status::text, '-'), ','"
+        " ORDER BY attempt_no) FROM acquirer_attempts WHERE charge_id = "
+        "(SELECT id FROM charges WHERE idempotency_key = '" + key + "')");
+  }
+
+  // A PaymentIntent made at the acquirer directly, as another client of the same account would.
+  HttpResult CreateIntentDirectly(const std::string& idempotency_key, std::int64_t amount, const std::string& charge_id) {
+    return sim_client_->Post("/v1/payment_intents",
+                             "amount=" + std::to_string(amount) +
+                                 "&currency=brl&payment_method=pm_tok_visa&confirm=true&metadata%5Bcharge_id%5D=" +
+                                 charge_id,
+                             {{"Authorization", std::string("Bearer ") + kAcquirerKey},
+                              {"Content-Type", "application/x-www-form-urlencoded"},
+                              {"Idempotency-Key", idempotency_key}});
+  }
+
+  std::unique_ptr<PgTestDatabase> db_;
+  fs::path dir_;
+  std::unique_ptr<ServiceProcess> sim_;
+  std::unique_ptr<HttpTestClient> sim_client_;
+};
+
+// Stripe keeps a 500 under the key once the endpoint ran, whether or not it created the PaymentIntent, and
+// replays it. charge-api answers 202 pending (never a decline) after one capture; the reconciler's search
+// tells which charges were captured, and the others reach a person at the deadline, never `failed`.
+TEST_F(StripeDialectE2E, AStored500IsPendingNeverDeclinedAndTheSearchTellsWhatHappened) {
+  StartAcquirer();
+  auto api = StartApi({{"CHARGE_DEADLINE", "8s"}});
+  SetFaults(R"({"server_error_rate": 1.0, "apply_to": ["capture"]})");
+  constexpr int kCharges = 8;
+  for (int i = 0; i < kCharges; ++i) {
+    const auto key = "s500-" + std::to_string(i);
+    const auto r = Post(*api, key);
+    ASSERT_EQ(r.status(), 202u) << r.response.body();
+    EXPECT_EQ(json::parse(r.response.body()).at("status").as_string(), "pending") << r.response.body();
+    // One capture: a stored error is never retried with its key (it could only be replayed).
+    EXPECT_EQ(Outcomes(key), "capture:stored_error:500");
+  }
+  EXPECT_EQ(AcquirerRequests("capture"), kCharges);
+
+  // The client asks again with the same key. The request that takes the charge over looks it up first: a
+  // PaymentIntent the 500 made is found and answered 201; without one, the capture's replay is the same
+  // 500, and the answer still 202 pending. Never a second PaymentIntent.
+  SetFaults("{}");
+  for (int i = 0; i < kCharges; ++i) {
+    const auto key = "s500-" + std::to_string(i);
+    const auto r = Post(*api, key);
+    const auto made = Ledger("capture", key);
+    ASSERT_LE(made, 1u) << key;
+    EXPECT_EQ(r.status(), made == 1 ? 201u : 202u) << key << ": " << r.response.body();
+  }
+
+  // The reconciler: a charge whose PaymentIntent exists is captured; the rest stay pending (a resubmit with
+  // the key only replays the 500) and go to a person at the deadline.
+  const auto rec_env = EnvChanges{{"RECONCILER_DEADLINE", "8s"}};
+  Eventually([&] {
+    RunReconciler(rec_env);
+    return db_->Scalar("SELECT count(*) FROM charges WHERE status = 'pending'") == "0";
+  }, 30s);
+  int captured = 0, reviewed = 0;
+  for (int i = 0; i < kCharges; ++i) {
+    const auto key = "s500-" + std::to_string(i);
+    const auto status = Field(key, "status");
+    if (Ledger("capture", key) == 1) {
+      // Found by the search: captured before its deadline, or voided past it; never failed.
+      EXPECT_THAT(status, ::testing::AnyOf("captured", "canceled")) << key;
+      ++captured;
+    } else {
+      EXPECT_EQ(status, "needs_review") << key;
+      EXPECT_EQ(Field(key, "failure_reason"), "deadline_passed_unconfirmed") << key;
+      ++reviewed;
+    }
+    EXPECT_EQ(Field(key, "decline_code"), "") << key;
+  }
+  // The simulator's seeded draws do the work for some of the 500s and not for others.
+  EXPECT_GT(captured, 0);
+  EXPECT_GT(reviewed, 0);
+}
+
+// Past Stripe's retention a key is forgotten: a create sent with it would be a second payment. Nothing of ours
+// sends one: the deadline is shorter than the retention (or the daemon refuses to start), a retry past it is
+// answered from the record, and the reconciler finds the PaymentIntent by search and refunds it.
+TEST_F(StripeDialectE2E, AKeyPrunedThenARetryNeverCapturesTwice) {
+  StartAcquirer({{"STRIPE_IDEMPOTENCY_KEY_RETENTION", "12s"}});
+  const EnvChanges retention{{"ACQUIRER_STRIPE_KEY_RETENTION", "12s"}, {"CHARGE_DEADLINE", "8s"}};
+
+  // A deadline the retention cannot cover is refused at start, naming the key.
+  const auto refused = RunProcess({CHARGE_API_BIN}, ApiEnv({{"ACQUIRER_STRIPE_KEY_RETENTION", "12s"},
+                                                           {"CHARGE_DEADLINE", "11s"}}), 30s);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_THAT(refused.out + refused.err, HasSubstr("charge.deadline"));
+
+  auto api = StartApi(retention);
+  // Every answer is late: the capture happens, the client's call times out, the charge stays pending.
+  SetFaults(R"({"timeout_rate": 1.0, "timeout_delay_ms": 3000, "apply_to": ["capture", "replay"]})");
+  const auto first = Post(*api, "pruned");
+  ASSERT_EQ(first.status(), 202u) << first.response.body();
+  ASSERT_EQ(Ledger("capture", "pruned"), 1u);
+  SetFaults("{}");
+
+  // Past the retention: the acquirer has forgotten the key.
+  std::this_thread::sleep_for(13s);
+  const auto captures_before = AcquirerRequests("capture");
+  const auto retried = Post(*api, "pruned");
+  EXPECT_EQ(retried.status(), 202u) << retried.response.body();
+  EXPECT_EQ(AcquirerRequests("capture"), captures_before) << "a create was sent with a pruned key";
+  EXPECT_EQ(Ledger("capture", "pruned"), 1u);
+
+  // The reconciler looks up (never creates), finds the capture past the deadline and refunds it.
+  RunReconciler({{"ACQUIRER_STRIPE_KEY_RETENTION", "12s"}, {"RECONCILER_DEADLINE", "8s"}});
+  EXPECT_EQ(Field("pruned", "status"), "canceled");
+  EXPECT_EQ(Field("pruned", "failure_reason"), "deadline_passed_voided");
+  EXPECT_EQ(Ledger("capture", "pruned"), 1u);
+  EXPECT_EQ(AcquirerRequests("capture"), captures_before);
+  const auto told = Post(*api, "pruned");
+  EXPECT_EQ(told.status(), 402u) << told.response.body();
+  EXPECT_THAT(told.response.body(), HasSubstr("No money was kept"));
+}
+
+// Search lags behind a PaymentIntent (an hour in Stripe's incidents): a search that finds nothing is not
+// "not captured" before the lag has passed, and the reconciler waits rather than resubmit or fail. With the
+// events read after the search, the same capture is found at once.
+TEST_F(StripeDialectE2E, SearchLagIsWaitedOutAndEventsFindTheCaptureAtOnce) {
+  StartAcquirer();
+  auto api = StartApi();
+  // Every answer is lost after the capture: the charge stays pending. The lag applies to what is made
+  // while it is set.
+  SetFaults(R"({"drop_rate": 1.0, "apply_to": ["capture", "replay"], "search_lag_ms": 6000})");
+  ASSERT_EQ(Post(*api, "lagged").status(), 202u);
+  ASSERT_EQ(Ledger("capture", "lagged"), 1u);
+  SetFaults(R"({"search_lag_ms": 6000})");
+
+  // Search only: nothing shows, and within the lag that proves nothing.
+  const EnvChanges search_only{{"ACQUIRER_STRIPE_EVENTS_PAGES", "0"},
+                               {"ACQUIRER_STRIPE_SEARCH_LAG", "6s"},
+                               {"RECONCILER_VISIBILITY_WINDOW", "6s"}};
+  const auto captures_before = AcquirerRequests("capture");
+  RunReconciler(search_only);
+  RunReconciler(search_only);
+  EXPECT_EQ(Field("lagged", "status"), "pending");
+  EXPECT_EQ(AcquirerRequests("capture"), captures_before) << "resubmitted within the search's lag";
+
+  // Events do not lag: another charge left the same way is found on the first look.
+  SetFaults(R"({"drop_rate": 1.0, "apply_to": ["capture", "replay"], "search_lag_ms": 6000})");
+  ASSERT_EQ(Post(*api, "evented").status(), 202u);
+  SetFaults(R"({"search_lag_ms": 6000})");
+  const auto searches_before = AcquirerRequests("search");
+  RunReconciler({{"ACQUIRER_STRIPE_SEARCH_LAG", "6s"}, {"RECONCILER_VISIBILITY_WINDOW", "6s"}});
+  EXPECT_EQ(Field("evented", "status"), "captured") << Outcomes("evented");
+  EXPECT_GT(AcquirerRequests("events"), 0);
+  EXPECT_GT(AcquirerRequests("search"), searches_before);
+
+  // Past the lag the search shows it: captured, and never captured twice.
+  Eventually([&] {
+    RunReconciler(search_only);
+    return Field("lagged", "status") == "captured";
+  }, 30s);
+  EXPECT_EQ(Ledger("capture", "lagged"), 1u);
+}
+
+// Someone else's request already used our key with other parameters: Stripe's 400 idempotency_error. Our
+// capture did not happen under it, but the other request may have captured: a person looks; never failed.
+TEST_F(StripeDialectE2E, AKeyUsedWithOtherParametersGoesToAPerson) {
+  StartAcquirer();
+  auto api = StartApi();
+  ASSERT_EQ(CreateIntentDirectly(AcquirerKey("reused"), 999, "someone-else").status(), 200u);
+  const auto r = Post(*api, "reused");
+  ASSERT_EQ(r.status(), 202u) << r.response.body();
+  EXPECT_EQ(json::parse(r.response.body()).at("status").as_string(), "needs_review");
+  EXPECT_EQ(Field("reused", "failure_reason"), "acquirer_rejected_request");
+  EXPECT_EQ(Outcomes("reused"), "capture:contract_error:400");
+  EXPECT_EQ(Ledger("capture", "reused"), 1u);  // the other request's, none of ours
+}
+
+// The same key still running at Stripe (our first attempt timed out; Stripe is still at work): 409
+// idempotency_key_in_use, waited out with the same key, and the stored answer then replayed.
+TEST_F(StripeDialectE2E, AKeyStillInUseIsWaitedOutAndReplayed) {
+  StartAcquirer();
+  auto api = StartApi({{"ACQUIRER_RETRY_MAX_ATTEMPTS", "8"},
+                       {"ACQUIRER_RETRY_BACKOFF_BASE", "300ms"},
+                       {"ACQUIRER_RETRY_BACKOFF_MAX", "600ms"},
+                       {"ACQUIRER_RETRY_BACKOFF_BUDGET", "5s"},
+                       {"CHARGE_LEASE", "8s"}});
+  SetFaults(R"({"latency": {"distribution": "fixed", "ms": 2500}, "apply_to": ["capture"]})");
+  const auto r = Post(*api, "in-use");
+  ASSERT_EQ(r.status(), 201u) << r.response.body() << " attempts: " << Outcomes("in-use");
+  EXPECT_EQ(Field("in-use", "status"), "captured");
+  EXPECT_THAT(Outcomes("in-use"), HasSubstr("capture:in_flight:409"));
+  EXPECT_EQ(Ledger("capture", "in-use"), 1u);
+}
+
+}  // namespace
+}  // namespace charge_outbox::testing
