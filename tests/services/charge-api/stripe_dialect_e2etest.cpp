@@ -17,6 +17,8 @@
 #include "pg_test_database.hpp"
 #include "service_process.hpp"
 #include "test_env.hpp"
+#include "window_report.hpp"
+#include "charge_outbox/util/time.hpp"
 
 namespace charge_outbox::testing {
 namespace {
@@ -303,6 +305,48 @@ TEST_F(StripeDialectE2E, AKeyStillInUseIsWaitedOutAndReplayed) {
   EXPECT_EQ(Field("in-use", "status"), "captured");
   EXPECT_THAT(Outcomes("in-use"), HasSubstr("capture:in_flight:409"));
   EXPECT_EQ(Ledger("capture", "in-use"), 1u);
+}
+
+// The window report over Stripe's listing (newest first, to the second, paged by starting_after): a
+// PaymentIntent nobody of ours made is an orphan, one refunded behind our back a mismatch, the others match.
+TEST_F(StripeDialectE2E, TheWindowReportReadsStripesListing) {
+  StartAcquirer();
+  auto api = StartApi();
+  const auto from = std::chrono::system_clock::now() - 2s;
+  for (const auto* key : {"w-1", "w-2", "w-3"}) ASSERT_EQ(Post(*api, key).status(), 201u) << key;
+  const std::string stranger = "ch_" + std::string(32, 'b');
+  ASSERT_EQ(CreateIntentDirectly("theirs", 700, stranger).status(), 200u);
+  const auto refunded = sim_client_->Post("/v1/refunds", "payment_intent=" + Field("w-2", "acquirer_capture_id"),
+                                          {{"Authorization", std::string("Bearer ") + kAcquirerKey},
+                                           {"Content-Type", "application/x-www-form-urlencoded"},
+                                           {"Idempotency-Key", "refund-behind-our-back"}});
+  ASSERT_EQ(refunded.status(), 200u) << refunded.response.body();
+  const auto to = std::chrono::system_clock::now() + 2s;
+  std::this_thread::sleep_until(to + 1100ms);  // settled: the window closed a visibility window ago
+
+  const auto run = RunProcess({RECONCILER_BIN, "window", "--from", util::FormatRfc3339(from), "--to",
+                               util::FormatRfc3339(to)},
+                              ReconcilerEnv({{"ACQUIRER_LIST_PAGE_LIMIT", "2"}}), 60s);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const auto report = ParseWindowReport(run.out);
+  EXPECT_TRUE(report.summary.at("complete").as_bool());
+  EXPECT_TRUE(report.summary.at("settled").as_bool());
+  EXPECT_EQ(report.summary.at("acquirer").at("captures").as_int64(), 4);
+  EXPECT_EQ(report.summary.at("acquirer").at("pages").as_int64(), 2);
+  std::multiset<std::string> found;
+  for (const auto& d : report.discrepancies) {
+    std::string entry(d.at("kind").as_string());
+    if (const auto* fields = d.if_contains("fields")) {
+      for (const auto& f : fields->as_array()) entry += ":" + std::string(f.as_string());
+    }
+    found.insert(entry + " " + std::string(d.contains("charge_id") ? d.at("charge_id").as_string()
+                                                                   : d.at("reference").as_string()));
+  }
+  EXPECT_EQ(found, (std::multiset<std::string>{"mismatch:status " + Field("w-2", "charge_public_id(id)"),
+                                               "capture_without_local_record " + stranger}))
+      << run.out;
+  EXPECT_EQ(report.summary.at("matched").as_int64(), 2);
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM orphan_captures WHERE status = 'open'"), "1");
 }
 
 }  // namespace
