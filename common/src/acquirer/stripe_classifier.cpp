@@ -89,11 +89,13 @@ std::optional<IntentState> ReadIntent(const json::value& value) {
     return Succeeded{std::move(capture)};
   }
   if (*status == "requires_payment_method") {
+    // With a last_payment_error the confirmation we asked for failed: a decline, in the most precise words
+    // Stripe gave (its code is optional; its type is not). Without one, nothing was tried yet.
     const auto* error = intent->if_contains("last_payment_error");
     if (error == nullptr || !error->is_object()) return NotOursToFinish{*status};
     auto code = ErrorCode(error->get_object());
-    if (!code) return std::nullopt;
-    return Failed{std::move(*code)};
+    if (!code) code = NonEmptyString(error->get_object(), "type");
+    return Failed{code.value_or("payment_failed")};
   }
   if (*status == "processing") return StillProcessing{};
   return NotOursToFinish{std::move(*status)};

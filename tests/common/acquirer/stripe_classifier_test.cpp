@@ -117,6 +117,18 @@ TEST(StripeTable, ADeclineWithoutADeclineCodeTakesItsCode) {
   EXPECT_EQ(o.decline_code, "expired_card");
 }
 
+TEST(StripeTable, ADeclineWithOnlyAnErrorTypeTakesItsType) {
+  const auto o = Lookup(Response(
+      200, Search({Intent("requires_payment_method", R"(,"last_payment_error":{"type":"card_error"})")})));
+  ExpectClass(o, OutcomeKind::kDeclined, EvidenceClass::kDeclined, Retryability::kDefinitive);
+  EXPECT_EQ(o.decline_code, "card_error");
+}
+
+TEST(StripeTable, RequiresPaymentMethodWithoutAnErrorIsForAPerson) {
+  ExpectClass(Lookup(Response(200, Search({Intent("requires_payment_method")}))), OutcomeKind::kContractError,
+              EvidenceClass::kUnknown, Retryability::kNever);
+}
+
 TEST(StripeTable, CardError402IsADecline) {
   const auto o = Capture(Response(402, Error("card_error", "card_declined", "generic_decline")));
   ExpectClass(o, OutcomeKind::kDeclined, EvidenceClass::kDeclined, Retryability::kDefinitive);

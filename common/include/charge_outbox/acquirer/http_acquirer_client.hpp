@@ -40,7 +40,9 @@ struct StripeOptions {
   std::chrono::milliseconds search_lag{std::chrono::minutes{1}};
   double search_rate_limit = 20;  // searches per second, Stripe's limit; the adapter paces itself under it
   int events_pages = 5;           // pages of events read after a search that found nothing (0: none)
-  std::string api_version = "2024-06-20";  // Stripe-Version, so Stripe's answers keep the shape we parse
+  // Stripe-Version, so Stripe's answers keep the shape we parse whatever the account's default: the version
+  // of the OpenAPI spec stripe-mock v0.203.0 carries, so the contract check validates what we send.
+  std::string api_version = "2026-08-26.dahlia";
 };
 
 struct AcquirerClientConfig {
