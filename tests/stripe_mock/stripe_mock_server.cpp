@@ -21,8 +21,11 @@ StripeMockServer::StripeMockServer(const std::string& binary)
   for (int attempt = 0; attempt < 3; ++attempt) {
     port_ = static_cast<std::uint16_t>(FreeLoopbackPort());
     const auto https_socket = dir_ / ("https-" + std::to_string(attempt) + ".sock");
-    process_ = std::make_unique<ChildProcess>(std::vector<std::string>{
-        binary, "-http-addr", "127.0.0.1:" + std::to_string(port_), "-https-unix", https_socket.string()});
+    // -strict-version-check: a request whose Stripe-Version is not the one of the spec it checks against is
+    // refused, so an accepted request was checked against the API version the adapter asks for.
+    process_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{binary, "-http-addr", "127.0.0.1:" + std::to_string(port_), "-https-unix",
+                                 https_socket.string(), "-strict-version-check"});
     const bool listening = Eventually(
         [&] { return Output().find("Listening for HTTP at address") != std::string::npos || !process_->Running(); },
         15s);

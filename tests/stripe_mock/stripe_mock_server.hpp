@@ -1,6 +1,7 @@
 // stripe-mock (github.com/stripe/stripe-mock, built by tests/run into STRIPE_MOCK_BIN) started for one test:
 // plain HTTP on 127.0.0.1 at a port below the ephemeral range, its HTTPS listener (on by default) moved to a
-// unix socket so that nothing else listens on TCP. Stopped (SIGKILL) when destroyed.
+// unix socket so that nothing else listens on TCP; -strict-version-check, so that a Stripe-Version other than
+// its spec's is refused. Stopped (SIGKILL) when destroyed.
 #pragma once
 
 #include <cstdint>
