@@ -12,9 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "child_process.hpp"
-#include "http_test_client.hpp"
-#include "test_env.hpp"
+#include "sim_process.hpp"
 
 namespace charge_outbox::testing {
 namespace {
@@ -24,62 +22,11 @@ namespace bhttp = boost::beast::http;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-constexpr const char* kKeyA = "key_a";
-constexpr const char* kKeyB = "key_b";
-
-template <class Condition>
-bool Eventually(Condition condition, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
-}
-
 std::string CaptureBody(const std::string& reference, std::int64_t amount = 25000,
                         const std::string& payment_method = "pm_tok_visa") {
   return R"({"amount": )" + std::to_string(amount) + R"(, "currency": "BRL", "reference": ")" + reference +
          R"(", "payment_method": ")" + payment_method + R"("})";
 }
-
-HttpHeaders Auth(const char* api_key, const std::string& idempotency_key = {}) {
-  HttpHeaders headers{{"Authorization", std::string("Bearer ") + api_key}};
-  if (!idempotency_key.empty()) headers.emplace_back("Idempotency-Key", idempotency_key);
-  return headers;
-}
-
-// One simulator process. The port comes from its "listening on" log line (it binds port 0).
-class Sim {
- public:
-  Sim(const fs::path& data_dir, EnvChanges env = {}) {
-    env.try_emplace("HTTP_PORT", "0");
-    env.try_emplace("DATA_DIR", data_dir.string());
-    env.try_emplace("AUTH_API_KEYS", std::string(kKeyA) + "," + kKeyB);
-    env.try_emplace("SHUTDOWN_DEADLINE", "5s");
-    process_ = std::make_unique<ChildProcess>(std::vector<std::string>{ACQUIRER_SIM_BIN}, env);
-    const std::regex listening(R"(listening on [0-9.]+:([0-9]+))");
-    std::smatch match;
-    const bool up = Eventually([&] {
-      output_ = process_->CurrentOutput();
-      return std::regex_search(output_, match, listening);
-    });
-    if (!up) throw std::runtime_error("acquirer-sim did not report its port; output:\n" + output_);
-    port_ = static_cast<std::uint16_t>(std::stoi(match[1]));
-  }
-
-  std::uint16_t port() const { return port_; }
-  ChildProcess& process() { return *process_; }
-  const std::string& startup_output() const { return output_; }
-  HttpTestClient Client(std::chrono::milliseconds timeout = 10s) const {
-    return HttpTestClient(port_, "127.0.0.1", timeout);
-  }
-
- private:
-  std::unique_ptr<ChildProcess> process_;
-  std::uint16_t port_ = 0;
-  std::string output_;
-};
 
 class AcquirerSimE2E : public ::testing::Test {
  protected:
@@ -89,9 +36,7 @@ class AcquirerSimE2E : public ::testing::Test {
     client_ = std::make_unique<HttpTestClient>(sim_->port());
   }
   void TearDown() override {
-    // Every test leaves a simulator running (those that stop one start another): a crash shows here.
-    auto probe = sim_->Client(5s);
-    EXPECT_EQ(probe.Get("/healthz").status(), 200u) << "acquirer-sim died; output:\n" << sim_->process().CurrentOutput();
+    ExpectStillRunning(*sim_);
     client_.reset();
     sim_.reset();
     fs::remove_all(dir_);
