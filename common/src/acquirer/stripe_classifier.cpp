@@ -35,9 +35,7 @@ bool IsTrue(const std::optional<std::string_view>& header) {
 // ---- Stripe's objects --------------------------------------------------------------------------------
 
 // What one PaymentIntent says about the money.
-struct Succeeded {
-  Capture capture;
-};
+struct Succeeded {};
 struct Failed {
   std::string decline_code;
 };
@@ -46,6 +44,13 @@ struct NotOursToFinish {
   std::string status;
 };
 using IntentState = std::variant<Succeeded, Failed, StillProcessing, NotOursToFinish>;
+
+// A PaymentIntent: what it names (as a Capture: id, amount, currency, our charge id, created; the status is
+// meaningful only once it succeeded) and its state.
+struct Intent {
+  Capture seen;
+  IntentState state;
+};
 
 std::optional<std::string> ErrorCode(const json::object& error) {
   if (auto code = NonEmptyString(error, "decline_code")) return code;
@@ -67,7 +72,7 @@ bool Refunded(const json::object& intent, std::int64_t amount) {
 }
 
 // nullopt: not a PaymentIntent we can read (a field missing or mistyped).
-std::optional<IntentState> ReadIntent(const json::value& value) {
+std::optional<Intent> ReadIntent(const json::value& value) {
   const auto* intent = value.if_object();
   if (intent == nullptr) return std::nullopt;
   auto id = NonEmptyString(*intent, "id");
@@ -76,29 +81,34 @@ std::optional<IntentState> ReadIntent(const json::value& value) {
   auto currency = NonEmptyString(*intent, "currency");
   const auto* created = intent->if_contains("created");
   if (!id || !status || !amount || !currency || created == nullptr || !created->is_int64()) return std::nullopt;
-  if (*status == "succeeded") {
-    Capture capture;
-    capture.id = std::move(*id);
-    capture.status = Refunded(*intent, *amount) ? CaptureStatus::kVoided : CaptureStatus::kCaptured;
-    capture.amount = *amount;
-    capture.currency = Upper(*currency);
-    if (const auto* metadata = intent->if_contains("metadata"); metadata != nullptr && metadata->is_object()) {
-      capture.reference = NonEmptyString(metadata->get_object(), "charge_id").value_or("");
-    }
-    capture.created_at = StripeCreatedAt(created->get_int64());
-    return Succeeded{std::move(capture)};
+  Intent read;
+  read.seen.id = std::move(*id);
+  read.seen.amount = *amount;
+  read.seen.currency = Upper(*currency);
+  if (const auto* metadata = intent->if_contains("metadata"); metadata != nullptr && metadata->is_object()) {
+    read.seen.reference = NonEmptyString(metadata->get_object(), "charge_id").value_or("");
   }
-  if (*status == "requires_payment_method") {
+  read.seen.created_at = StripeCreatedAt(created->get_int64());
+  if (*status == "succeeded") {
+    read.seen.status = Refunded(*intent, *amount) ? CaptureStatus::kVoided : CaptureStatus::kCaptured;
+    read.state = Succeeded{};
+  } else if (*status == "requires_payment_method") {
     // With a last_payment_error the confirmation we asked for failed: a decline, in the most precise words
     // Stripe gave (its code is optional; its type is not). Without one, nothing was tried yet.
     const auto* error = intent->if_contains("last_payment_error");
-    if (error == nullptr || !error->is_object()) return NotOursToFinish{*status};
-    auto code = ErrorCode(error->get_object());
-    if (!code) code = NonEmptyString(error->get_object(), "type");
-    return Failed{code.value_or("payment_failed")};
+    if (error == nullptr || !error->is_object()) {
+      read.state = NotOursToFinish{*status};
+    } else {
+      auto code = ErrorCode(error->get_object());
+      if (!code) code = NonEmptyString(error->get_object(), "type");
+      read.state = Failed{code.value_or("payment_failed")};
+    }
+  } else if (*status == "processing") {
+    read.state = StillProcessing{};
+  } else {
+    read.state = NotOursToFinish{std::move(*status)};
   }
-  if (*status == "processing") return StillProcessing{};
-  return NotOursToFinish{std::move(*status)};
+  return read;
 }
 
 bool Ours(const Capture& capture, std::int64_t amount, std::string_view currency, std::string_view reference) {
@@ -108,16 +118,20 @@ bool Ours(const Capture& capture, std::int64_t amount, std::string_view currency
 // One PaymentIntent's state as an outcome. `expect` is what the charge says; `on_voided` is the kind a
 // refunded capture takes (a create that finds its key's capture refunded: mismatch, as our classifier says;
 // a lookup: captured, voided, which the evidence reading tells apart).
-AttemptOutcome FromIntent(AttemptOutcome outcome, IntentState state, const std::optional<ExpectedCapture>& expect,
+AttemptOutcome FromIntent(AttemptOutcome outcome, Intent intent, const std::optional<ExpectedCapture>& expect,
                           OutcomeKind on_voided) {
-  if (auto* succeeded = std::get_if<Succeeded>(&state)) {
-    const bool ours = !expect.has_value() ||
-                      Ours(succeeded->capture, expect->amount, expect->currency, expect->reference);
-    outcome.capture = std::move(succeeded->capture);
-    if (!ours) {
-      return Finish(std::move(outcome), OutcomeKind::kMismatch,
-                    "PaymentIntent differs in amount, currency or metadata.charge_id");
-    }
+  auto& state = intent.state;
+  // A decline or a capture is evidence about our charge only if the PaymentIntent is ours; one that names the
+  // charge with another amount or currency is a person's to look at, whatever its state.
+  const bool settles = std::holds_alternative<Succeeded>(state) || std::holds_alternative<Failed>(state);
+  const bool ours = !expect.has_value() || Ours(intent.seen, expect->amount, expect->currency, expect->reference);
+  if (settles && !ours) {
+    outcome.capture = std::move(intent.seen);
+    return Finish(std::move(outcome), OutcomeKind::kMismatch,
+                  "PaymentIntent differs in amount, currency or metadata.charge_id");
+  }
+  if (std::holds_alternative<Succeeded>(state)) {
+    outcome.capture = std::move(intent.seen);
     if (outcome.capture->status == CaptureStatus::kVoided) {
       return Finish(std::move(outcome), on_voided, "PaymentIntent succeeded and refunded");
     }
@@ -215,10 +229,10 @@ AttemptOutcome ClassifyStripeCapture(const TransportResult& result, const Captur
   const auto& response = *result.response;
   if (response.status == 200) {
     const auto body = ParseJson(response.body);
-    auto state = body ? ReadIntent(*body) : std::nullopt;
-    if (!state) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "200 without a PaymentIntent");
+    auto intent = body ? ReadIntent(*body) : std::nullopt;
+    if (!intent) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "200 without a PaymentIntent");
     const ExpectedCapture expect{sent.amount, sent.currency, sent.reference};
-    return FromIntent(std::move(outcome), std::move(*state), expect, OutcomeKind::kMismatch);
+    return FromIntent(std::move(outcome), std::move(*intent), expect, OutcomeKind::kMismatch);
   }
   if (response.status == 402) {
     const auto body = ParseJson(response.body);
@@ -241,19 +255,19 @@ AttemptOutcome ClassifyStripeSearch(const TransportResult& result, const LookupR
   const auto body = ParseJson(response.body);
   const auto* data = body ? DataArray(*body) : nullptr;
   if (data == nullptr) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "200 without a data array");
-  std::vector<IntentState> intents;
+  std::vector<Intent> intents;
   for (const auto& entry : *data) {
-    auto state = ReadIntent(entry);
-    if (!state) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "an unreadable PaymentIntent");
-    intents.push_back(std::move(*state));
+    auto intent = ReadIntent(entry);
+    if (!intent) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "an unreadable PaymentIntent");
+    intents.push_back(std::move(*intent));
   }
   if (intents.empty()) return Finish(std::move(outcome), OutcomeKind::kNotFound, "no PaymentIntent names this charge");
   if (intents.size() > 1) {
     // Which one is "the" payment is a person's call: hand over a succeeded one if there is one.
-    for (auto& state : intents) {
-      if (auto* succeeded = std::get_if<Succeeded>(&state)) outcome.capture = std::move(succeeded->capture);
+    outcome.capture = intents.front().seen;
+    for (auto& intent : intents) {
+      if (std::holds_alternative<Succeeded>(intent.state)) outcome.capture = intent.seen;
     }
-    if (!outcome.capture) outcome.capture = Capture{};
     return Finish(std::move(outcome), OutcomeKind::kMismatch,
                   std::to_string(intents.size()) + " PaymentIntents name this charge");
   }
@@ -267,9 +281,9 @@ AttemptOutcome ClassifyStripeRetrieve(const TransportResult& result, const Looku
   const auto& response = *result.response;
   if (response.status != 200) return ClassifyStripeStatus(std::move(outcome), response, Stored::kNo);
   const auto body = ParseJson(response.body);
-  auto state = body ? ReadIntent(*body) : std::nullopt;
-  if (!state) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "200 without a PaymentIntent");
-  return FromIntent(std::move(outcome), std::move(*state), sent.expect, OutcomeKind::kCaptured);
+  auto intent = body ? ReadIntent(*body) : std::nullopt;
+  if (!intent) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "200 without a PaymentIntent");
+  return FromIntent(std::move(outcome), std::move(*intent), sent.expect, OutcomeKind::kCaptured);
 }
 
 StripeEventsPage ClassifyStripeEventsPage(const TransportResult& result, std::string_view idempotency_key,
@@ -349,12 +363,12 @@ AttemptOutcome ClassifyStripeListPage(const TransportResult& result, system_cloc
   std::vector<Capture> page;
   std::optional<std::string> last_id;
   for (const auto& entry : *data) {
-    auto state = ReadIntent(entry);
+    auto intent = ReadIntent(entry);
     // One unreadable entry makes the page untrusted: "absent" is never concluded from a page read in part.
-    if (!state) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "an unreadable PaymentIntent");
-    last_id = NonEmptyString(entry.get_object(), "id");
+    if (!intent) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "an unreadable PaymentIntent");
+    last_id = intent->seen.id;
     // Declined, processing or abandoned PaymentIntents moved no money: not captures.
-    if (auto* succeeded = std::get_if<Succeeded>(&*state)) page.push_back(std::move(succeeded->capture));
+    if (std::holds_alternative<Succeeded>(intent->state)) page.push_back(std::move(intent->seen));
   }
   if (HasMore(*body)) {
     if (!last_id) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "has_more on an empty page");

@@ -111,6 +111,14 @@ TEST(StripeTable, RequiresPaymentMethodWithAnErrorIsADecline) {
   EXPECT_EQ(o.decline_code, "insufficient_funds");
 }
 
+TEST(StripeTable, ADeclinedPaymentIntentThatIsNotOursIsAMismatch) {
+  const auto o = Lookup(Response(
+      200, Search({Intent("requires_payment_method", R"(,"last_payment_error":{"type":"card_error","code":"card_declined"})",
+                          1099)})));
+  ExpectClass(o, OutcomeKind::kMismatch, EvidenceClass::kUnknown, Retryability::kNever);
+  EXPECT_FALSE(o.decline_code.has_value());
+}
+
 TEST(StripeTable, ADeclineWithoutADeclineCodeTakesItsCode) {
   const auto o = Lookup(Response(
       200, Search({Intent("requires_payment_method", R"(,"last_payment_error":{"type":"card_error","code":"expired_card"})")})));
