@@ -296,7 +296,8 @@ json::object FaultProfileToJson(const FaultProfile& p) {
 FaultProfile LoadFaultProfile(config::ConfigReader& reader) {
   json::object obj;
   for (const char* name : {"seed", "timeout_rate", "drop_rate", "error_rate", "throttle_rate", "decline_rate",
-                           "server_error_rate", "visibility_delay_ms", "search_lag_ms", "void_window_ms", "timeout_delay_ms", "retry_after_s"}) {
+                           "server_error_rate", "visibility_delay_ms", "search_lag_ms", "void_window_ms",
+                           "timeout_delay_ms", "retry_after_s"}) {
     if (auto v = ConfigScalar(reader, std::string("faults.") + name)) obj[name] = *v;
   }
   if (auto code = reader.String("faults.decline_code", ""); !code.empty()) obj["decline_code"] = code;

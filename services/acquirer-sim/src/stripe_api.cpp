@@ -122,7 +122,8 @@ asio::awaitable<Reply> StripeApi::Handle(const http::Request& request, MerchantI
   if (path == "/v1/payment_intents/search") {
     counts_.Count(RequestKind::kSearch);
     if (!search_limiter_.TryAcquire(merchant)) {
-      co_return Answer(StripeRateLimited("Search rate limit exceeded: at most stripe.search_rate_limit searches per second per account."));
+      co_return Answer(StripeRateLimited(
+          "Search rate limit exceeded: at most stripe.search_rate_limit searches per second per account."));
     }
   }
   const auto params = ParseForm(query);
@@ -179,8 +180,9 @@ asio::awaitable<Reply> StripeApi::CreateIntent(const http::Request& request, Mer
   }
   IntentOptions options;
   options.decline_code = decision.decline_code;
-  options.visibility_delay_us = std::chrono::duration_cast<std::chrono::microseconds>(decision.visibility_delay).count();
-  options.search_lag_us = std::chrono::duration_cast<std::chrono::microseconds>(decision.search_lag).count();
+  using std::chrono::microseconds;
+  options.visibility_delay_us = std::chrono::duration_cast<microseconds>(decision.visibility_delay).count();
+  options.search_lag_us = std::chrono::duration_cast<microseconds>(decision.search_lag).count();
   const bool expand = create.expand_latest_charge;
   const bool server_error = decision.server_error;
   const auto made = store_.CreateIntent(merchant, key, create.request, options, [&](const PaymentIntent& intent) {
@@ -219,10 +221,13 @@ asio::awaitable<Reply> StripeApi::CreateRefund(const http::Request& request, Mer
   };
   if (decision.server_error && !decision.server_error_work) co_return co_await store_and_deliver(ServerErrorAnswer());
   const bool server_error = decision.server_error;
-  const auto result = store_.Refund(merchant, key, refund.payment_intent, refund.amount, [&](const PaymentIntent& intent) {
-    return server_error ? ServerErrorAnswer() : RefundAnswer(intent, refund);
-  });
-  if (result.outcome == RefundOutcome::kRefunded) co_return co_await Deliver(decision, ToResponse(result.answer), "refund");
+  const auto result =
+      store_.Refund(merchant, key, refund.payment_intent, refund.amount, [&](const PaymentIntent& intent) {
+        return server_error ? ServerErrorAnswer() : RefundAnswer(intent, refund);
+      });
+  if (result.outcome == RefundOutcome::kRefunded) {
+    co_return co_await Deliver(decision, ToResponse(result.answer), "refund");
+  }
   if (server_error && result.outcome != RefundOutcome::kStorageFailed) {
     co_return co_await store_and_deliver(ServerErrorAnswer());
   }
@@ -235,7 +240,8 @@ asio::awaitable<Reply> StripeApi::CreateRefund(const http::Request& request, Mer
     case RefundOutcome::kNotSucceeded:
       co_return co_await store_and_deliver(
           InvalidRequestAnswer(400, "payment_intent_unexpected_state", "payment_intent",
-                               "This PaymentIntent's status is requires_payment_method; only a succeeded one can be refunded."));
+                               "This PaymentIntent's status is requires_payment_method; only a succeeded one "
+                               "can be refunded."));
     case RefundOutcome::kAlreadyRefunded:
       co_return co_await store_and_deliver(InvalidRequestAnswer(
           400, "charge_already_refunded", {}, "Charge " + result.intent->charge_id + " has already been refunded."));
@@ -259,7 +265,8 @@ asio::awaitable<Reply> StripeApi::Read(Operation operation, std::string_view wha
   co_return co_await Deliver(decision, answer(), what);
 }
 
-asio::awaitable<Reply> StripeApi::RetrieveIntent(MerchantIndex merchant, std::string_view id, const FormParams& params) {
+asio::awaitable<Reply> StripeApi::RetrieveIntent(MerchantIndex merchant, std::string_view id,
+                                                 const FormParams& params) {
   const auto parsed = ParseIntentRetrieve(params);
   if (!parsed) co_return Answer(ParamError(parsed.error()));
   co_return co_await Read(kOpLookup, "retrieve", [&] {

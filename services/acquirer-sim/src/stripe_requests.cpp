@@ -281,8 +281,9 @@ StripeParsed<IntentSearch> ParseIntentSearch(const FormParams& params) {
   out.charge_id = std::move(*charge_id);
   if (auto e = ReadLimit(limit, out.limit)) return *e;
   if (page) {
-    const auto offset = page->starts_with(kSearchPagePrefix) ? Integer(std::string_view(*page).substr(kSearchPagePrefix.size()))
-                                                             : std::nullopt;
+    const std::string_view token = *page;
+    const auto offset =
+        token.starts_with(kSearchPagePrefix) ? Integer(token.substr(kSearchPagePrefix.size())) : std::nullopt;
     if (!offset || *offset < 0) return Invalid("page", "not a next_page this API returned");
     out.offset = static_cast<std::size_t>(*offset);
   }
@@ -344,7 +345,8 @@ StripeParsed<EventList> ParseEventList(const FormParams& params) {
     }
     if (error) return *error;
   }
-  if (type && params.end() != std::ranges::find(params, std::string("types[]"), &std::pair<std::string, std::string>::first)) {
+  const bool has_types = std::ranges::any_of(params, [](const auto& param) { return param.first == "types[]"; });
+  if (type && has_types) {
     return Invalid("type", "type and types[] cannot be combined");
   }
   // Only types the simulator never writes: nothing can match (an empty `types` would mean all).

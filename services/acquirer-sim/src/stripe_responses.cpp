@@ -154,7 +154,9 @@ Response IntentNow(const PaymentIntent& intent, bool expand_latest_charge) {
 Response IntentSearchResult(const std::vector<PaymentIntent>& found, const IntentSearch& search) {
   json::array data;
   const std::size_t end = std::min(found.size(), search.offset + search.limit);
-  for (std::size_t i = search.offset; i < end; ++i) data.emplace_back(IntentObject(found[i], search.expand_latest_charge));
+  for (std::size_t i = search.offset; i < end; ++i) {
+    data.emplace_back(IntentObject(found[i], search.expand_latest_charge));
+  }
   const bool has_more = end < found.size();
   json::object body;
   body["object"] = "search_result";
@@ -244,7 +246,8 @@ Response LoadBalancerUnavailable(std::int64_t retry_after_s) {
   Response response{bhttp::status::service_unavailable, 11};
   response.set(bhttp::field::content_type, "text/html");
   response.set(bhttp::field::retry_after, std::to_string(retry_after_s));
-  response.body() = "<html><body><h1>503 Service Unavailable</h1>No server is available to handle this request.</body></html>\n";
+  response.body() =
+      "<html><body><h1>503 Service Unavailable</h1>No server is available to handle this request.</body></html>\n";
   response.prepare_payload();
   return response;
 }

@@ -107,7 +107,8 @@ void CaptureStore::ApplyStripe(MerchantIndex merchant, const LogRecord& record) 
       const auto found = intent_by_id_.find(record.id);
       if (found == intent_by_id_.end() || intents_[found->second].merchant != merchant ||
           !intents_[found->second].succeeded() || intents_[found->second].refunded_at_us != 0) {
-        throw LogError("a refund of PaymentIntent " + record.id + ", which this merchant has no succeeded, unrefunded one of");
+        throw LogError("a refund of PaymentIntent " + record.id +
+                       ", which is not this merchant's, not succeeded, or already refunded");
       }
       AddRefund(found->second, record.refund_id, record.event_id, record.request_id, record.idempotency_key,
                 std::max<std::int64_t>(record.created_at_us, 1));

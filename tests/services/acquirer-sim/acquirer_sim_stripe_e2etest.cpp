@@ -271,16 +271,16 @@ TEST_F(StripeE2E, ThrottlesAndLoadBalancerErrorsAreNotStored) {
 
 TEST_F(StripeE2E, AKeyPastItsRetentionIsANewRequest) {
   Start({{"STRIPE_IDEMPOTENCY_KEY_RETENTION", "1s"}});
+  const auto started = std::chrono::steady_clock::now();
   const auto first = Create("k1", IntentBody("ch_1"));
   ASSERT_EQ(first.status(), 200u);
   EXPECT_EQ(Create("k1", IntentBody("ch_1")).header("Idempotent-Replayed"), "true");
   HttpResult later;
-  const auto started = std::chrono::steady_clock::now();
   ASSERT_TRUE(Eventually([&] {
     later = Create("k1", IntentBody("ch_1"));
     return later.header("Idempotent-Replayed").empty();
   }));
-  EXPECT_GE(std::chrono::steady_clock::now() - started, 900ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 950ms);
   ASSERT_EQ(later.status(), 200u);
   EXPECT_NE(Text(later.json(), "id"), Text(first.json(), "id"));
   const auto ledger = Ledger();
@@ -302,8 +302,8 @@ TEST_F(StripeE2E, SearchFindsAPaymentIntentOnlyAfterTheLagButRetrieveAtOnce) {
   const auto created = Create("k1", IntentBody("ch_1"));
   ASSERT_EQ(created.status(), 200u);
   EXPECT_TRUE(Search("ch_1").empty());
-  const auto retrieved = client_->Get("/v1/payment_intents/" + Text(created.json(), "id") + "?expand%5B%5D=latest_charge",
-                                      Auth(kKeyA));
+  const auto retrieved =
+      client_->Get("/v1/payment_intents/" + Text(created.json(), "id") + "?expand%5B%5D=latest_charge", Auth(kKeyA));
   ASSERT_EQ(retrieved.status(), 200u);
   EXPECT_EQ(Text(retrieved.json().at("latest_charge"), "object"), "charge");
   ASSERT_TRUE(Eventually([&] { return !Search("ch_1").empty(); }));
@@ -327,14 +327,13 @@ TEST_F(StripeE2E, SearchFindsAPaymentIntentOnlyAfterTheLagButRetrieveAtOnce) {
 }
 
 TEST_F(StripeE2E, SearchesBeyondTheRateLimitAre429PerMerchant) {
-  Start({{"STRIPE_SEARCH_RATE_LIMIT", "3"}});
+  Start({{"STRIPE_SEARCH_RATE_LIMIT", "2"}});
   std::vector<unsigned> statuses;
   for (int i = 0; i < 10; ++i) statuses.push_back(client_->Get(SearchTarget("ch_1"), Auth(kKeyA)).status());
-  EXPECT_EQ(statuses[0], 200u);
+  EXPECT_EQ(statuses[0], 200u);  // a burst of the rate
   EXPECT_EQ(statuses[1], 200u);
-  EXPECT_EQ(statuses[2], 200u);
-  EXPECT_GE(std::count(statuses.begin(), statuses.end(), 429u), 5);
-  // The bucket refills a token in 333 ms: a search right after is refused before its query is even read.
+  EXPECT_GE(std::count(statuses.begin(), statuses.end(), 429u), 6);
+  // The bucket refills a token in 500 ms: a search right after is refused before its query is even read.
   const auto bad = client_->Get("/v1/payment_intents/search?query=nonsense", Auth(kKeyA));
   ASSERT_EQ(bad.status(), 429u);
   EXPECT_EQ(Text(bad.json().at("error"), "code"), "rate_limit");
@@ -352,10 +351,11 @@ TEST_F(StripeE2E, EventsCarryTheRequestsIdempotencyKeyNewestFirst) {
   ASSERT_EQ(declined.status(), 402u);
   ASSERT_EQ(keyless.status(), 200u);
   const std::int64_t s = captured.json().at("created").as_int64();
-  const auto r = client_->Get("/v1/events?types%5B%5D=payment_intent.succeeded&types%5B%5D=payment_intent.payment_failed"
-                              "&created%5Bgte%5D=" + std::to_string(s) + "&created%5Blte%5D=" + std::to_string(s + 5) +
-                                  "&limit=100",
-                              Auth(kKeyA));
+  // The adapter's look-up by events, as docs/stripe.md has it.
+  const std::string target = "/v1/events?types%5B%5D=payment_intent.succeeded&types%5B%5D=payment_intent.payment_failed"
+                             "&created%5Bgte%5D=" + std::to_string(s) + "&created%5Blte%5D=" + std::to_string(s + 5) +
+                             "&limit=100";
+  const auto r = client_->Get(target, Auth(kKeyA));
   ASSERT_EQ(r.status(), 200u) << r.response.body();
   EXPECT_EQ(Text(r.json(), "object"), "list");
   EXPECT_FALSE(r.json().at("has_more").as_bool());
@@ -426,7 +426,10 @@ TEST_F(StripeE2E, RefundsIgnoreTheVoidWindow) {
 
 TEST_F(StripeE2E, ListIsNewestFirstAndPagesStablyWithStartingAfter) {
   std::vector<std::string> ids;
-  for (int i = 0; i < 5; ++i) ids.push_back(Text(Create("k" + std::to_string(i), IntentBody("ch_" + std::to_string(i))).json(), "id"));
+  for (int i = 0; i < 5; ++i) {
+    const auto n = std::to_string(i);
+    ids.push_back(Text(Create("k" + n, IntentBody("ch_" + n)).json(), "id"));
+  }
   ASSERT_EQ(Create("d", IntentBody("ch_d", 1, "pm_tok_declined")).status(), 402u);  // every status is listed
   Create("other", IntentBody("ch_b"), kKeyB);
   const auto credential_check = client_->Get("/v1/payment_intents?limit=1", Auth(kKeyA));

@@ -42,7 +42,8 @@ TEST(StripeIntentCreate, ReadsTheAdaptersRequestWithTheCurrencyUpperCase) {
   EXPECT_EQ(create->request, (CaptureRequest{25000, "BRL", "ch_1", "pm_tok_visa"}));
   EXPECT_TRUE(create->expand_latest_charge);
   const auto minimal =
-      ParseIntentCreate(Form("amount=1&currency=usd&payment_method=pm&confirm=true&metadata[charge_id]=c&metadata[x]=y"));
+      ParseIntentCreate(Form("amount=1&currency=usd&payment_method=pm&confirm=true&metadata[charge_id]=c&"
+                             "metadata[x]=y"));
   ASSERT_TRUE(minimal.has_value());
   EXPECT_FALSE(minimal->expand_latest_charge);
 }
@@ -130,7 +131,8 @@ TEST(StripeList, CreatedBoundsAreSecondsAsAHalfOpenRangeOfMicroseconds) {
 
 TEST(StripeEvents, TypesFilterAndTypesTheSimulatorNeverWritesMatchNothing) {
   const auto events = ParseEventList(
-      Form("types%5B%5D=payment_intent.succeeded&types%5B%5D=payment_intent.payment_failed&created%5Bgte%5D=5&limit=100"));
+      Form("types%5B%5D=payment_intent.succeeded&types%5B%5D=payment_intent.payment_failed&"
+           "created%5Bgte%5D=5&limit=100"));
   ASSERT_TRUE(events.has_value()) << events.error().message;
   EXPECT_EQ(events->types, (std::vector<StripeEventType>{StripeEventType::kPaymentIntentSucceeded,
                                                          StripeEventType::kPaymentIntentPaymentFailed}));
