@@ -8,8 +8,6 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
-#include <array>
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
