@@ -4,12 +4,15 @@
 // page) and the Retry-After and capture parsers. The promises checked are the money-safety ones: a
 // capture is only "captured" when it is the one we asked for, a decline carries its code, a back-off is
 // bounded, and no outcome's log line carries what the acquirer sent back (it may echo a card token).
+// The Stripe adapter's table (stripe_classifier.hpp) reads the same bytes under the same promises; a Stripe
+// decline may also come as a 200 PaymentIntent whose payment failed.
 #include <boost/beast/http/string_body.hpp>
 
 #include <chrono>
 #include <string>
 
 #include "charge_outbox/acquirer/classifier.hpp"
+#include "charge_outbox/acquirer/stripe_classifier.hpp"
 #include "fuzz_check.hpp"
 
 namespace {
@@ -36,7 +39,7 @@ void CheckCommon(const AttemptOutcome& o, Operation operation, const TransportRe
   if (result.response) FUZZ_CHECK(o.http_status == result.response->status);
   if (o.retry_after) FUZZ_CHECK(o.retry_after->count() >= 0 && *o.retry_after <= kMaxRetryAfter);
   FUZZ_CHECK(o.detail.find(kToken) == std::string::npos);
-  if (o.kind == OutcomeKind::kDeclined) FUZZ_CHECK(o.decline_code && o.http_status == 402);
+  if (o.kind == OutcomeKind::kDeclined) FUZZ_CHECK(o.decline_code && (o.http_status == 402 || o.http_status == 200));
   // Every outcome has its evidence and retryability (exhaustive switches): they must not throw or trap.
   (void)o.evidence();
   (void)o.retryability();
@@ -87,6 +90,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   CheckCommon(ClassifyLookup(result, kLookupAny, now), Operation::kLookup, result);
   CheckCommon(ClassifyVoid(result, now), Operation::kVoid, result);
   CheckCommon(ClassifyListPage(result, now), Operation::kList, result);
+
+  const auto stripe_capture = ClassifyStripeCapture(result, kCapture, now);
+  CheckCommon(stripe_capture, Operation::kCapture, result);
+  CheckCaptured(stripe_capture, ExpectedCapture{kCapture.amount, kCapture.currency, kCapture.reference});
+  const auto stripe_search = ClassifyStripeSearch(result, kLookupExpecting, now);
+  CheckCommon(stripe_search, Operation::kLookup, result);
+  CheckCaptured(stripe_search, kLookupExpecting.expect);
+  const auto stripe_retrieve = ClassifyStripeRetrieve(result, kLookupExpecting, now);
+  CheckCommon(stripe_retrieve, Operation::kLookup, result);
+  CheckCaptured(stripe_retrieve, kLookupExpecting.expect);
+  const auto events = ClassifyStripeEventsPage(result, kLookupExpecting.idempotency_key, now);
+  CheckCommon(events.outcome, Operation::kLookup, result);
+  if (events.payment_intent_id) FUZZ_CHECK(events.outcome.kind == OutcomeKind::kPage);
+  CheckCommon(ClassifyStripeRefund(result, now), Operation::kVoid, result);
+  const auto stripe_page = ClassifyStripeListPage(result, now);
+  CheckCommon(stripe_page, Operation::kList, result);
+  // A Stripe 5xx is never a decline, stored or not.
+  if (result.response && result.response->status >= 500) FUZZ_CHECK(stripe_capture.kind != OutcomeKind::kDeclined);
 
   if (result.response) {
     if (const auto retry_after = result.response->Header("Retry-After")) {

@@ -3,6 +3,7 @@
 #include <boost/json/value.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <variant>
 #include <vector>
@@ -26,6 +27,27 @@ std::string Upper(std::string_view text) {
   std::string out(text);
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::toupper(c); });
   return out;
+}
+
+// What goes into an outcome's detail (the log line and the attempts table) from Stripe's words: only words
+// of Stripe's own vocabulary. Anything else is said to be unrecognised, never repeated: an acquirer may
+// echo request fields, a card token among them, in any string it sends back.
+std::string_view Known(std::string_view word) {
+  static constexpr std::array<std::string_view, 38> kVocabulary = {
+      // PaymentIntent and refund statuses
+      "requires_payment_method", "requires_confirmation", "requires_action", "processing", "requires_capture",
+      "canceled", "succeeded", "pending", "failed",
+      // error types
+      "api_error", "card_error", "idempotency_error", "invalid_request_error", "rate_limit_error",
+      "authentication_error",
+      // error codes this adapter may meet
+      "rate_limit", "idempotency_key_in_use", "charge_already_refunded", "parameter_unknown", "parameter_missing",
+      "parameter_invalid_integer", "parameter_invalid_empty", "parameter_invalid_string_empty", "resource_missing",
+      "payment_intent_unexpected_state", "payment_intent_authentication_failure", "card_declined", "expired_card",
+      "incorrect_cvc", "processing_error", "authentication_required", "lock_timeout", "api_key_expired",
+      "secret_key_required", "testmode_charges_only", "account_invalid", "amount_too_small", "amount_too_large"};
+  if (word.empty()) return word;
+  return std::find(kVocabulary.begin(), kVocabulary.end(), word) != kVocabulary.end() ? word : "(unrecognised)";
 }
 
 bool IsTrue(const std::optional<std::string_view>& header) {
@@ -148,7 +170,8 @@ AttemptOutcome FromIntent(AttemptOutcome outcome, Intent intent, const std::opti
   // (we never ask for manual capture), canceled: nothing we sent leaves a PaymentIntent so, and nothing we
   // may do finishes it. A person looks.
   return Finish(std::move(outcome), OutcomeKind::kContractError,
-                "PaymentIntent " + std::get<NotOursToFinish>(state).status + ": not captured, and not ours to finish");
+                "PaymentIntent " + std::string(Known(std::get<NotOursToFinish>(state).status)) +
+                    ": not captured, and not ours to finish");
 }
 
 // ---- Stripe's errors ---------------------------------------------------------------------------------
@@ -177,7 +200,7 @@ enum class Stored { kYes, kNo };
 AttemptOutcome ClassifyStripeStatus(AttemptOutcome outcome, const HttpResponse& response, Stored stored) {
   const int status = response.status;
   const auto error = ErrorOf(response);
-  if (status == 429) return Finish(std::move(outcome), OutcomeKind::kThrottled, error.code);
+  if (status == 429) return Finish(std::move(outcome), OutcomeKind::kThrottled, Known(error.code));
   if (status == 409) return Finish(std::move(outcome), OutcomeKind::kInFlight, "the same key still in flight");
   if (status == 408) return Finish(std::move(outcome), OutcomeKind::kTimedOut, "acquirer timed out");
   if (status == 400 && error.type == "idempotency_error") {
@@ -193,15 +216,15 @@ AttemptOutcome ClassifyStripeStatus(AttemptOutcome outcome, const HttpResponse& 
       return Finish(std::move(outcome), OutcomeKind::kStoredError,
                     "Stripe stored this error under the key: only a lookup can tell what happened");
     }
-    return Finish(std::move(outcome), OutcomeKind::kServerError, error.type);
+    return Finish(std::move(outcome), OutcomeKind::kServerError, Known(error.type));
   }
   if (status == 503) return Finish(std::move(outcome), OutcomeKind::kUnavailable, "");
   if (status >= 500 && status <= 599) return Finish(std::move(outcome), OutcomeKind::kServerError, "");
   if (status >= 200 && status <= 299) {
     return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "success status outside the contract");
   }
-  std::string why = error.type;
-  if (!error.code.empty()) why += (why.empty() ? "" : " ") + error.code;
+  std::string why(Known(error.type));
+  if (!error.code.empty()) why += std::string(why.empty() ? "" : " ") + std::string(Known(error.code));
   return Finish(std::move(outcome), OutcomeKind::kContractError, why);
 }
 
@@ -342,7 +365,7 @@ AttemptOutcome ClassifyStripeRefund(const TransportResult& result, system_clock:
     if (!status) return Finish(std::move(outcome), OutcomeKind::kUntrustedResponse, "200 without a refund status");
     // pending: Stripe accepted the refund and the money is on its way back; no later step of ours changes it.
     if (*status == "succeeded" || *status == "pending") return Finish(std::move(outcome), OutcomeKind::kVoided, "");
-    return Finish(std::move(outcome), OutcomeKind::kContractError, "refund " + *status);
+    return Finish(std::move(outcome), OutcomeKind::kContractError, "refund " + std::string(Known(*status)));
   }
   if (response.status == 400 && ErrorOf(response).code == "charge_already_refunded") {
     // Our own refund whose answer was lost, under another key, or anyone's: the money is back either way,

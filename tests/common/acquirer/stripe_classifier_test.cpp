@@ -235,6 +235,17 @@ TEST(StripeTable, TransportFailuresReadAsOurs) {
   ExpectClass(Capture(dropped), OutcomeKind::kConnectionDropped, EvidenceClass::kUnknown, Retryability::kTransient);
 }
 
+TEST(StripeTable, NothingStripeSendsOutsideItsVocabularyReachesTheDetail) {
+  // An acquirer may echo request fields (a card token) in any string: the detail names only Stripe's words.
+  const std::string token = "pm_card_4242_secret";
+  for (const auto& o : {Capture(Response(400, Error(token, token))), Capture(Response(429, Error("x", token))),
+                        Capture(Response(200, Intent(token))),
+                        ClassifyStripeRefund(Response(200, R"({"id":"re_1","status":")" + token + R"("})"), kNow)}) {
+    EXPECT_EQ(o.detail.find(token), std::string::npos) << o.detail;
+    EXPECT_NE(o.detail.find("(unrecognised)"), std::string::npos) << o.detail;
+  }
+}
+
 // ---- search ---------------------------------------------------------------------------------------------
 
 TEST(StripeTable, ASearchThatFindsNothingIsNotFoundWhichProvesNothing) {
