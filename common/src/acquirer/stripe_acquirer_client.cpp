@@ -158,9 +158,9 @@ asio::awaitable<AttemptOutcome> StripeAcquirerClient::Impl::Lookup(std::shared_p
     // Nothing to search for (a credential check): one list request proves the key, and finds nothing.
     auto outcome = co_await detail::HttpTransport::Call(
         impl.transport, impl.Get("/v1/payment_intents", CredentialCheckParams(), request_id), &ClassifyStripeListPage);
+    outcome.operation = Operation::kLookup;
     // Any 200 proves the key, whatever the page holds.
     if (outcome.http_status == 200) {
-      outcome.operation = Operation::kLookup;
       outcome.kind = OutcomeKind::kNotFound;
       outcome.page.clear();
       outcome.next_page_token.reset();
