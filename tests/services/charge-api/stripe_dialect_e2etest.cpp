@@ -307,6 +307,40 @@ TEST_F(StripeDialectE2E, AKeyStillInUseIsWaitedOutAndReplayed) {
   EXPECT_EQ(Ledger("capture", "in-use"), 1u);
 }
 
+// Stripe allows so many searches a second per account; a reconciler run with many workers paces its searches
+// under the limit instead of collecting 429s. The same run paced above the limit is refused, which is what
+// the pacing saves.
+TEST_F(StripeDialectE2E, SearchesArePacedUnderStripesRateLimit) {
+  StartAcquirer({{"STRIPE_SEARCH_RATE_LIMIT", "4"}});
+  auto api = StartApi();
+  SetFaults(R"({"drop_rate": 1.0, "apply_to": ["capture", "replay"]})");
+  constexpr int kCharges = 12;
+  for (int i = 0; i < kCharges; ++i) ASSERT_EQ(Post(*api, "paced-" + std::to_string(i)).status(), 202u);
+  SetFaults("{}");
+  const auto throttled = [&] {
+    return db_->Scalar("SELECT count(*) FROM acquirer_attempts WHERE operation = 'lookup' AND outcome = 'throttled'");
+  };
+
+  // Paced at the acquirer's rate: every charge found, no search refused, and it took the time it must.
+  const auto started = std::chrono::steady_clock::now();
+  RunReconciler({{"ACQUIRER_STRIPE_SEARCH_RATE_LIMIT", "4"}, {"RECONCILER_CONCURRENCY", "16"},
+                 {"ACQUIRER_STRIPE_EVENTS_PAGES", "0"}});
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(db_->Scalar("SELECT count(*) FROM charges WHERE status = 'captured'"), std::to_string(kCharges));
+  EXPECT_EQ(throttled(), "0");
+  EXPECT_GE(took, 2s) << "12 searches at 4 a second, with a burst of 4";
+
+  // The same with the adapter told a rate above the acquirer's: refused searches.
+  for (int i = 0; i < kCharges; ++i) {
+    SetFaults(R"({"drop_rate": 1.0, "apply_to": ["capture", "replay"]})");
+    ASSERT_EQ(Post(*api, "unpaced-" + std::to_string(i)).status(), 202u);
+  }
+  SetFaults("{}");
+  RunReconciler({{"ACQUIRER_STRIPE_SEARCH_RATE_LIMIT", "1000"}, {"RECONCILER_CONCURRENCY", "16"},
+                 {"ACQUIRER_STRIPE_EVENTS_PAGES", "0"}});
+  EXPECT_NE(throttled(), "0");
+}
+
 // The window report over Stripe's listing (newest first, to the second, paged by starting_after): a
 // PaymentIntent nobody of ours made is an orphan, one refunded behind our back a mismatch, the others match.
 TEST_F(StripeDialectE2E, TheWindowReportReadsStripesListing) {
