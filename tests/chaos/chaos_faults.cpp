@@ -10,18 +10,19 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// An acquirer in trouble, and what it is in trouble with.
-struct Profile {
-  const char* name;
-  const char* json;  // without apply_to
-};
-constexpr Profile kProfiles[] = {
+const FaultSchedule::Profile kProfiles[] = {
     {"timeouts after capture", R"("timeout_rate": 0.3, "timeout_delay_ms": 2500)"},
     {"answers dropped after capture", R"("drop_rate": 0.3)"},
     {"503", R"("error_rate": 0.4, "retry_after_s": 1)"},
     {"429", R"("throttle_rate": 0.4, "retry_after_s": 1)"},
     {"latency", R"("latency": {"distribution": "lognormal", "median_ms": 80, "p99_ms": 900})"},
     {"visibility delay", R"("visibility_delay_ms": 2000)"},
+};
+// Stripe's own troubles, drawn besides those: a 500 the endpoint stores under the key and replays to every
+// retry, whether or not it made the PaymentIntent first (the key can then never tell; only a lookup can).
+// The search lag is kept to ChaosStack::StripeSettings::search_lag by its constructor.
+const FaultSchedule::Profile kStripeProfiles[] = {
+    {"stored 500s", R"("server_error_rate": 0.3)"},
 };
 constexpr const char* kApplyTo[] = {
     R"(["capture"])", R"(["capture", "replay"])", R"(["capture", "replay", "lookup"])", R"(["lookup", "replay"])",
@@ -43,6 +44,9 @@ constexpr const char* kSecondRunFailpoints[] = {
 // drops its profile) could still be in effect and leave nothing pending to stage.
 constexpr std::uint64_t kFamilyRolls[] = {0, 14, 26, 33, 38, 42, 48, 62, 70, 78, 86, 92, 100, 104, 106, 111, 117, 121};
 constexpr std::uint64_t kStagedRoll = 104;
+constexpr std::uint64_t kProfileRoll = 48;  // an acquirer profile
+// From a kill's end until acquirer-sim answers again.
+constexpr std::chrono::milliseconds kAcquirerStart{1000};
 constexpr std::uint64_t kRollRange = 125;
 // The HA topology's random faults, after the others: the standby node killed, etcd killed, a black hole
 // to one broker.
@@ -51,8 +55,22 @@ constexpr std::uint64_t kHaRollRange = 145;
 
 FaultSchedule::FaultSchedule(ChaosStack& stack, FaultOptions options, std::uint64_t seed, std::ostream& log)
     : stack_(stack), options_(options), log_(log), rng_(seed), cadence_rng_(seed ^ 0x9E3779B97F4A7C15ULL) {
+  profiles_.assign(std::begin(kProfiles), std::end(kProfiles));
+  if (stack_.acquirer_dialect() == AcquirerDialect::kStripe) {
+    profiles_.insert(profiles_.end(), std::begin(kStripeProfiles), std::end(kStripeProfiles));
+    // Within the reconciler's visibility window: a search that lags longer would let "not found" stand
+    // for a PaymentIntent that exists, which the daemons are told can not happen (search_lag).
+    const auto lag = stack_.stripe().search_lag - std::chrono::milliseconds{500};
+    profiles_.push_back({"search lag", R"("search_lag_ms": )" + std::to_string(lag.count())});
+  }
   first_rolls_.assign(std::begin(kFamilyRolls), std::end(kFamilyRolls));
   if (stack_.high_availability()) first_rolls_.insert(first_rolls_.end(), std::begin(kHaFamilyRolls), std::end(kHaFamilyRolls));
+  // Stripe's own profiles are each met in the first pass too: one more profile roll apiece, which takes
+  // them in turn.
+  for (std::size_t i = std::size(kProfiles); i < profiles_.size(); ++i) {
+    first_rolls_.push_back(kProfileRoll);
+    first_profiles_.push_back(i);
+  }
   std::shuffle(first_rolls_.begin(), first_rolls_.end(), rng_);
   std::erase(first_rolls_, kStagedRoll);
   first_rolls_.push_back(kStagedRoll);  // consumed from the back
@@ -340,6 +358,7 @@ void FaultSchedule::InjectOne() {
     const auto down = Between(1000, 5000);
     Note("kill acquirer-sim", "down " + std::to_string(down.count()) + "ms");
     stack_.Kill(Daemon::kAcquirer, 0, down);
+    acquirer_back_at_ = std::max(acquirer_back_at_, Clock::now() + down + kAcquirerStart);
   } else if (roll < 48) {
     // The combination that once told clients "no money was taken" while the acquirer held their capture:
     // answers dropped after capturing, then the acquirer gone while those clients retry.
@@ -350,13 +369,33 @@ void FaultSchedule::InjectOne() {
     ++profile_generation_;
     stack_.SetAcquirerFaults(R"({"drop_rate": 0.5, "apply_to": ["capture", "replay"]})");
     HealLater(dropping, [this, down] { stack_.Kill(Daemon::kAcquirer, 0, down); });
+    acquirer_back_at_ = std::max(acquirer_back_at_, Clock::now() + dropping + down + kAcquirerStart);
+  } else if (roll < 62 && !first_profiles_.empty()) {
+    // Stripe's own, in the first pass: on captures and their replays, where a stored 500 is stored, and
+    // held like a staged scenario, so that the next acquirer fault does not end it at once. Not while the
+    // acquirer is down or about to be killed (it would start again healthy): tried again at the pass's end.
+    const auto& profile = profiles_[first_profiles_.back()];
+    const std::string apply_to = kApplyTo[1];
+    const auto json = "{" + profile.json + R"(, "apply_to": )" + apply_to + "}";
+    if (Clock::now() < acquirer_back_at_ || !stack_.SetAcquirerFaults(json)) {
+      first_rolls_.insert(first_rolls_.begin(), roll);
+      return;
+    }
+    first_profiles_.pop_back();
+    const auto lasts = Between(2000, 6000);
+    acquirer_staged_until_ = Clock::now() + lasts;
+    const int generation = ++profile_generation_;
+    Note("acquirer " + profile.name, apply_to + " for " + std::to_string(lasts.count()) + "ms");
+    HealLater(lasts, [this, generation] {
+      if (profile_generation_ == generation) stack_.SetAcquirerFaults("{}");
+    });
   } else if (roll < 62) {
-    const auto& profile = kProfiles[index(static_cast<int>(std::size(kProfiles)))];
+    const auto& profile = profiles_[static_cast<std::size_t>(index(static_cast<int>(profiles_.size())))];
     const std::string apply_to = kApplyTo[index(static_cast<int>(std::size(kApplyTo)))];
     const auto lasts = Between(2000, 6000);
     const int generation = ++profile_generation_;
-    const auto json = std::string("{") + profile.json + R"(, "apply_to": )" + apply_to + "}";
-    Note(std::string("acquirer ") + profile.name, apply_to + " for " + std::to_string(lasts.count()) + "ms");
+    const auto json = "{" + profile.json + R"(, "apply_to": )" + apply_to + "}";
+    Note("acquirer " + profile.name, apply_to + " for " + std::to_string(lasts.count()) + "ms");
     stack_.SetAcquirerFaults(json);  // a dead acquirer misses it: it restarts healthy
     HealLater(lasts, [this, generation] {
       if (profile_generation_ == generation) stack_.SetAcquirerFaults("{}");

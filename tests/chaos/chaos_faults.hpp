@@ -5,7 +5,8 @@
 //   acquirer's port refuses connections), a restart with a failpoint set to crash (charge-api: each of
 //   its three points; relay: after publish, before mark; reconciler: after its lookup, before its
 //   transition), an acquirer fault profile for a while (timeouts after capture, dropped answers after
-//   capture, 503, 429, latency, visibility delay; on captures, replays and lookups), a link fault on the
+//   capture, 503, 429, latency, visibility delay, and with Stripe's dialect stored 500s and a search lag; on
+//   captures, replays and lookups), a link fault on the
 //   proxy to PostgreSQL, Kafka or the acquirer (latency, resets, a black hole for a while), a PostgreSQL
 //   restart, a Kafka broker restart; and (issue 41) a second reconciler run beside the timer's with a crash
 //   or a stall at its failpoints, a database slower than the leases while the acquirer is in trouble, and
@@ -63,6 +64,12 @@ struct BrokerLossRecord {
 
 class FaultSchedule {
  public:
+  // An acquirer in trouble, and what it is in trouble with.
+  struct Profile {
+    std::string name;
+    std::string json;  // fault profile members, without apply_to
+  };
+
   FaultSchedule(ChaosStack& stack, FaultOptions options, std::uint64_t seed, std::ostream& log);
   ~FaultSchedule();
 
@@ -112,6 +119,7 @@ class FaultSchedule {
 
   ChaosStack& stack_;
   FaultOptions options_;
+  std::vector<Profile> profiles_;  // the acquirer profiles drawn: ours, and with Stripe its own besides
   std::ostream& log_;
   std::mt19937_64 rng_;          // the injecting thread's
   std::mt19937_64 cadence_rng_;  // the HA cadence's
@@ -134,9 +142,13 @@ class FaultSchedule {
   std::thread thread_, cadence_;
   std::chrono::steady_clock::time_point started_{};
   std::vector<std::uint64_t> first_rolls_;  // one roll per family, consumed from the back
+  std::vector<std::size_t> first_profiles_;  // profiles_ the first pass's extra profile rolls take, from the back
   // While a scenario needs the acquirer as it set it (StaleRunAcrossTheDeadline, a slow acquirer filling
   // our queue), no other fault touches the acquirer. Written and read by the injecting thread only.
   std::chrono::steady_clock::time_point acquirer_staged_until_{};
+  // When acquirer-sim is up again after the kills drawn so far (injecting thread only): a profile set
+  // before then is lost with the process.
+  std::chrono::steady_clock::time_point acquirer_back_at_{};
 };
 
 }  // namespace charge_outbox::chaos

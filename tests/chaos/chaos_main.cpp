@@ -10,6 +10,7 @@
 //                                          failovers and broker losses besides every other fault
 //   chaos --ha --drill failover|broker-loss ...        that fault alone, at a cadence, measured
 //   chaos ... --spread SECONDS              the intents' arrivals spread over at least that long (45)
+//   chaos --acquirer stripe ...            every daemon speaks Stripe's dialect to acquirer-sim (native: ours)
 //
 // Exit status: 0 every invariant held; 1 a violation, or the system did not settle; 2 bad arguments.
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include "chaos_checker.hpp"
 #include "chaos_faults.hpp"
 #include "chaos_stack.hpp"
+#include "chaos_stripe_report.hpp"
 #include "chaos_topology_report.hpp"
 #include "chaos_workload.hpp"
 
@@ -42,13 +44,15 @@ struct Options {
   std::uint64_t deadline_s = 10;
   bool keep = false;
   std::string replication;  // empty: the single topology; sync, strict or async: HA
+  AcquirerDialect acquirer = AcquirerDialect::kNative;
 };
 
 int Usage(const std::string& problem) {
   std::cerr << "chaos: " << problem
             << "\nusage: chaos [--short] [--seed N] [--charges N] [--clients N] [--no-kafka-restart] [--keep]"
                " [--product-build BUILD_DIR] [--clock-skew +7m|none] [--deadline SECONDS] [--spread SECONDS]"
-               " [--ha] [--replication sync|strict|async] [--drill failover|broker-loss] [--ha-gap SECONDS]\n";
+               " [--ha] [--replication sync|strict|async] [--drill failover|broker-loss] [--ha-gap SECONDS]"
+               " [--acquirer native|stripe]\n";
   return 2;
 }
 
@@ -100,6 +104,16 @@ bool Parse(int argc, char** argv, Options& o) {
       } else {
         return false;
       }
+    } else if (arg == "--acquirer") {
+      if (i + 1 >= argc) return false;
+      const std::string dialect = argv[++i];
+      if (dialect == "native") {
+        o.acquirer = AcquirerDialect::kNative;
+      } else if (dialect == "stripe") {
+        o.acquirer = AcquirerDialect::kStripe;
+      } else {
+        return false;
+      }
     } else if (arg == "--ha-gap") {
       if (!number(n) || n == 0 || n > 600) return false;
       o.faults.ha_gap = std::chrono::seconds{n};
@@ -127,6 +141,7 @@ std::string Replay(const Options& o, std::uint64_t seed) {
   s << "chaos --seed " << seed << " --charges " << o.workload.charges << " --clients " << o.workload.clients
     << " --spread " << o.workload.spread.count();
   if (!o.replication.empty()) s << " --replication " << o.replication;
+  if (o.acquirer != AcquirerDialect::kNative) s << " --acquirer " << ToString(o.acquirer);
   if (o.faults.drill == Drill::kFailover) s << " --drill failover";
   if (o.faults.drill == Drill::kBrokerLoss) s << " --drill broker-loss";
   return s.str();
@@ -158,6 +173,18 @@ std::map<std::string, std::int64_t> Outcomes(const std::vector<IntentOutcome>& o
   return by;
 }
 
+// The daemons run from copies made at the start: a build in the same tree meanwhile (another engineer's)
+// relinks them, and a daemon restarted while its file is being written cannot start.
+void RunOwnCopies(Binaries& binaries, const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  for (std::string* binary : {&binaries.charge_api, &binaries.outbox_relay, &binaries.reconciler,
+                              &binaries.acquirer_sim, &binaries.charge_migrate}) {
+    const auto copy = dir / std::filesystem::path(*binary).filename();
+    std::filesystem::copy_file(*binary, copy);
+    *binary = copy.string();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,7 +195,7 @@ int main(int argc, char** argv) {
             << " clients=" << options.workload.clients << " clock-skew="
             << (options.clock_skew.empty() ? "none" : options.clock_skew) << " deadline=" << options.deadline_s
             << "s topology=" << (options.replication.empty() ? "single" : "ha, " + options.replication + " replication")
-            << "   (replay: " << Replay(options, seed) << ")" << std::endl;
+            << " acquirer=" << ToString(options.acquirer) << "   (replay: " << Replay(options, seed) << ")" << std::endl;
 
   char pattern[] = "/tmp/charge-outbox-chaos.XXXXXX";
   if (::mkdtemp(pattern) == nullptr) return Usage("cannot create a state directory");
@@ -183,6 +210,8 @@ int main(int argc, char** argv) {
   std::vector<BrokerLossRecord> broker_losses;
   std::vector<LagSample> lag;
   std::string stop_failure;
+  std::map<std::string, std::int64_t> stripe_exercise;
+  StripeSettings stripe_settings;
   try {
     Binaries binaries{PROJECT_ROOT, CHARGE_API_BIN, OUTBOX_RELAY_BIN, RECONCILER_BIN, ACQUIRER_SIM_BIN,
                       CHARGE_MIGRATE_BIN};
@@ -196,9 +225,15 @@ int main(int argc, char** argv) {
       binaries.charge_migrate = in("charge-migrate");
       std::cout << "product binaries from " << options.product_build << std::endl;
     }
+    RunOwnCopies(binaries, state / "bin");
     ChaosStack stack(binaries, state, std::cout);
     if (!options.clock_skew.empty()) stack.SkewChargeApiClock(options.clock_skew);
     stack.SetDeadline(std::chrono::seconds{options.deadline_s});
+    stack.UseAcquirerDialect(options.acquirer);
+    stripe_settings = stack.stripe();
+    if (options.acquirer == AcquirerDialect::kStripe) {
+      std::cout << "acquirer dialect stripe: " << DescribeStripeSettings(stack.stripe()) << std::endl;
+    }
     if (!options.replication.empty()) stack.UseHighAvailability(options.replication);
     stack.Start();
     std::cout << "stack up after " << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count()
@@ -254,6 +289,7 @@ int main(int argc, char** argv) {
     }
     stack.StopReconcilerTimer();
     verdict = Check(stack, outcomes, check, std::cout);
+    if (options.acquirer == AcquirerDialect::kStripe) stripe_exercise = StripeExercise(stack, attempts);
     try {
       stack.Stop();
     } catch (const std::exception& e) {
@@ -262,12 +298,15 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cout << "chaos: the run itself failed: " << e.what() << "\nstate kept in " << state << std::endl;
+    std::error_code ignored;
+    std::filesystem::remove_all(state / "bin", ignored);
     return 1;
   }
 
   std::int64_t total_faults = 0;
   for (const auto& [k, n] : injected) total_faults += n;
-  std::cout << "\n==== chaos seed=" << seed << ": " << options.workload.charges << " intents, " << total_faults
+  std::cout << "\n==== chaos seed=" << seed << " acquirer=" << ToString(options.acquirer) << ": "
+            << options.workload.charges << " intents, " << total_faults
             << " faults, " << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started).count()
             << " s in all\n";
   PrintTable(injected, "faults injected, by kind");
@@ -278,6 +317,9 @@ int main(int argc, char** argv) {
     PrintFailovers(failovers, attempts, lag, std::cout);
     PrintBrokerLosses(broker_losses, lag, verdict.redeliveries, std::cout);
     PrintTable(verdict.forgotten, "what the database forgot (" + options.replication + " replication)");
+  }
+  if (options.acquirer == AcquirerDialect::kStripe) {
+    PrintTable(stripe_exercise, "the Stripe dialect (" + DescribeStripeSettings(stripe_settings) + ")");
   }
   std::cout << "invariants\n";
   for (const auto& inv : verdict.invariants) {
@@ -297,6 +339,7 @@ int main(int argc, char** argv) {
                                                       "unpublished)")
               << ". Replay with: " << Replay(options, seed) << "; logs kept in " << state << "/logs\n";
   }
+  std::filesystem::remove_all(state / "bin");  // the logs are what a failed run keeps
   if (ok && !options.keep) std::filesystem::remove_all(state);
   return ok ? 0 : 1;
 }

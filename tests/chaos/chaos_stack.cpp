@@ -19,12 +19,20 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// The daemons resolve unknown outcomes and dead owners in seconds, as the e2e suites configure them.
-testing::EnvChanges FastAcquirerSettings() {
-  return {{"ACQUIRER_REQUEST_TIMEOUT", "1s"},   {"ACQUIRER_RETRY_MAX_ATTEMPTS", "3"},
-          {"ACQUIRER_RETRY_BACKOFF_BASE", "50ms"}, {"ACQUIRER_RETRY_BACKOFF_MAX", "200ms"},
-          {"ACQUIRER_RETRY_BACKOFF_BUDGET", "1s"}, {"ACQUIRER_CONNECT_TIMEOUT", "500ms"}};
-}
+constexpr std::chrono::milliseconds kAcquirerRequestTimeout{1000};
+
+std::string Millis(std::chrono::milliseconds duration) { return std::to_string(duration.count()) + "ms"; }
+
+// The Stripe run's budget of searches per second (StripeSettings): Stripe allows 20 per account; the
+// simulated merchant is allowed more, so that a short run drains the hundreds of lookups its staged pile
+// needs in seconds. What matters is the rule an operator follows too: the processes sharing one key pace
+// themselves to a sum within the account's limit.
+constexpr int kSimSearchRateLimit = 100;
+constexpr int kChargeApiSearchRate = 10;   // each of two: a takeover's lookup
+constexpr int kReconcilerSearchRate = 16;  // each: a run's sixteen workers, one search each a second
+// At once: the timer's, the settling's, a second run or the staged pair, a window report.
+constexpr int kReconcilersBudgeted = 5;
+static_assert(2 * kChargeApiSearchRate + kReconcilersBudgeted * kReconcilerSearchRate <= kSimSearchRateLimit);
 
 // A Patroni node's index among the proxies: pg1 -> 0.
 std::size_t NodeIndex(const std::string& node) { return static_cast<std::size_t>(std::stoi(node.substr(2)) - 1); }
@@ -72,6 +80,14 @@ void LinkGroup::Up(std::size_t index) {
   std::lock_guard lock(mutex_);
   down_.at(index) = false;
   proxies_.at(index)->Pass();
+}
+
+std::string_view ToString(AcquirerDialect dialect) {
+  switch (dialect) {
+    case AcquirerDialect::kNative: return "native";
+    case AcquirerDialect::kStripe: return "stripe";
+  }
+  return "?";
 }
 
 std::string_view ToString(Daemon daemon) {
@@ -228,6 +244,44 @@ void ChaosStack::UseHighAvailability(const std::string& replication) {
   replication_ = replication;
 }
 
+void ChaosStack::UseAcquirerDialect(AcquirerDialect dialect) {
+  dialect_ = dialect;
+  stripe_ = StripeSettings{};
+  if (dialect != AcquirerDialect::kStripe) return;
+  const std::chrono::milliseconds deadline = deadline_;
+  stripe_.key_retention = 2 * deadline;
+  // The bound charge-api and the reconciler refuse to start beyond (acquirer::MaxDeadline).
+  const auto latest = stripe_.key_retention - stripe_.key_retention / 24 - kAcquirerRequestTimeout;
+  if (deadline > latest) {
+    throw std::invalid_argument("a deadline of " + Millis(deadline) + " does not fit a key retention of " +
+                                Millis(stripe_.key_retention));
+  }
+  stripe_.search_lag = kVisibilityWindow;
+  stripe_.sim_search_rate_limit = kSimSearchRateLimit;
+  stripe_.charge_api_search_rate = kChargeApiSearchRate;
+  stripe_.reconciler_search_rate = kReconcilerSearchRate;
+  stripe_.reconcilers_budgeted = kReconcilersBudgeted;
+  // Searched within half the claim lease (5 s): a batch outlasting its claim would be taken over mid-run.
+  stripe_.reconciler_batch_size = kReconcilerSearchRate * 5 / 2;
+}
+
+testing::EnvChanges ChaosStack::AcquirerClientSettings(int search_rate) const {
+  // The daemons resolve unknown outcomes and dead owners in seconds, as the e2e suites configure them.
+  testing::EnvChanges env{{"ACQUIRER_REQUEST_TIMEOUT", Millis(kAcquirerRequestTimeout)},
+                          {"ACQUIRER_RETRY_MAX_ATTEMPTS", "3"},
+                          {"ACQUIRER_RETRY_BACKOFF_BASE", "50ms"},
+                          {"ACQUIRER_RETRY_BACKOFF_MAX", "200ms"},
+                          {"ACQUIRER_RETRY_BACKOFF_BUDGET", "1s"},
+                          {"ACQUIRER_CONNECT_TIMEOUT", "500ms"}};
+  if (dialect_ == AcquirerDialect::kStripe) {
+    env.insert({{"ACQUIRER_KIND", "stripe"},
+                {"ACQUIRER_STRIPE_KEY_RETENTION", Millis(stripe_.key_retention)},
+                {"ACQUIRER_STRIPE_SEARCH_LAG", Millis(stripe_.search_lag)},
+                {"ACQUIRER_STRIPE_SEARCH_RATE_LIMIT", std::to_string(search_rate)}});
+  }
+  return env;
+}
+
 void ChaosStack::Stop() {
   if (!started_) return;
   started_ = false;
@@ -269,6 +323,10 @@ testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
                   {"DATA_DIR", (state_ / "acquirer").string()},
                   {"AUTH_API_KEYS", acquirer_key_},
                   {"SHUTDOWN_DEADLINE", "1s"}});
+      if (dialect_ == AcquirerDialect::kStripe) {
+        env.insert({{"STRIPE_IDEMPOTENCY_KEY_RETENTION", Millis(stripe_.key_retention)},
+                    {"STRIPE_SEARCH_RATE_LIMIT", std::to_string(stripe_.sim_search_rate_limit)}});
+      }
       env.erase("INSTANCE_ID");
       env.erase("FAILPOINTS");
       break;
@@ -293,7 +351,7 @@ testing::EnvChanges ChaosStack::Environment(const Slot& slot) const {
                   // (nothing sent), and before it once the queue is full.
                   {"ACQUIRER_POOL_MAX_CONNECTIONS", "2"},
                   {"ACQUIRER_POOL_MAX_QUEUED", "8"}});
-      for (const auto& [k, v] : FastAcquirerSettings()) env[k] = v;
+      for (const auto& [k, v] : AcquirerClientSettings(stripe_.charge_api_search_rate)) env[k] = v;
       if (slot.index == 1 && !clock_skew_.empty()) {
         env.insert({{"LD_PRELOAD", kLibFaketime}, {"FAKETIME", clock_skew_}, {"FAKETIME_DONT_FAKE_MONOTONIC", "1"},
                     {"FAKETIME_NO_CACHE", "1"}});
@@ -410,6 +468,20 @@ bool ChaosStack::SetAcquirerFaults(const std::string& profile_json) {
   return r.ok() && r.status() == 200u;
 }
 
+std::map<std::string, std::int64_t> ChaosStack::AcquirerRequestCounts() {
+  testing::HttpTestClient client(acquirer_port_, "127.0.0.1", 2s);
+  const auto r = client.Get("/admin/stats");
+  std::map<std::string, std::int64_t> counts;
+  if (!r.ok() || r.status() != 200u) return counts;
+  const auto stats = r.json();
+  const auto* requests = stats.as_object().if_contains("requests");
+  if (requests == nullptr || !requests->is_object()) return counts;
+  for (const auto& [kind, n] : requests->as_object()) {
+    if (n.is_number()) counts[std::string(kind)] = n.to_number<std::int64_t>();
+  }
+  return counts;
+}
+
 void ChaosStack::RestartPostgres() {
   if (high_availability()) {
     const auto primary = PostgresPrimary();
@@ -521,7 +593,8 @@ void ChaosStack::ArmReconcilerFailpoint(const std::string& failpoints) {
 }
 
 int ChaosStack::RunReconciler(const std::string& failpoints, std::vector<std::string> args) {
-  auto env = FastAcquirerSettings();
+  auto env = AcquirerClientSettings(stripe_.reconciler_search_rate);
+  if (stripe_.reconciler_batch_size > 0) env["RECONCILER_BATCH_SIZE"] = std::to_string(stripe_.reconciler_batch_size);
   env.insert({{"DATABASE_URL", DaemonDatabaseUrl()},
               {"ACQUIRER_URL", "http://127.0.0.1:" + std::to_string(acquirer_proxy_->port())},
               {"ACQUIRER_API_KEY", acquirer_key_},
@@ -529,7 +602,7 @@ int ChaosStack::RunReconciler(const std::string& failpoints, std::vector<std::st
               {"RECONCILER_CLAIM_LEASE", "5s"},
               {"RECONCILER_BACKOFF_BASE", "200ms"},
               {"RECONCILER_BACKOFF_MAX", "1s"},
-              {"RECONCILER_VISIBILITY_WINDOW", "3s"},
+              {"RECONCILER_VISIBILITY_WINDOW", Millis(kVisibilityWindow)},
               {"RECONCILER_DEADLINE", std::to_string(deadline_.count()) + "s"},
               {"RECONCILER_TIME_BUDGET", "20s"},
               {"RECONCILER_CONCURRENCY", "16"},
@@ -539,7 +612,11 @@ int ChaosStack::RunReconciler(const std::string& failpoints, std::vector<std::st
               {"METRICS_PUSHGATEWAY_URL", std::nullopt}});
   const bool window = !args.empty();
   args.insert(args.begin(), bin_.reconciler);
+  const int running = ++reconcilers_;
+  for (int seen = max_reconcilers_; running > seen && !max_reconcilers_.compare_exchange_weak(seen, running);) {
+  }
   const auto r = testing::RunProcess(args, env, 120s);
+  --reconcilers_;
   std::lock_guard lock(mutex_);
   std::ofstream(state_ / "logs" / (window ? "reconciler-window.log" : "reconciler.log"), std::ios::app)
       << r.out << r.err;

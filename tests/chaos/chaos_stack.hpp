@@ -14,6 +14,10 @@
 // A supervisor thread keeps each daemon in the state the fault schedule wants: a daemon killed (or one
 // that crashed at a failpoint) is started again once its down time is over, without failpoints.
 //
+// The acquirer's dialect (UseAcquirerDialect): our protocol, or Stripe's API, which acquirer-sim serves beside
+// ours on the same ledger. With Stripe every daemon speaks it (ACQUIRER_KIND=stripe), and acquirer-sim
+// forgets idempotency keys within the run and rate-limits searches (StripeSettings).
+//
 // One charge-api may run with its wall clock off by minutes (libfaketime, as Debian's faketime sets it per
 // process): only the database's clock may decide order and deadlines, and the checker's invariants hold
 // the product to it.
@@ -26,6 +30,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,6 +56,30 @@ struct Merchant {
 
 enum class Daemon { kChargeApi, kRelay, kAcquirer };
 std::string_view ToString(Daemon daemon);
+
+enum class AcquirerDialect { kNative, kStripe };
+std::string_view ToString(AcquirerDialect dialect);
+
+// What a Stripe run tells acquirer-sim and the daemons, derived from the run's deadline so that each rule
+// the daemons enforce holds and each Stripe limit bites within the run:
+//   - the sim forgets a key `key_retention` after its first use (a create with it then makes a NEW
+//     PaymentIntent), twice the deadline; the daemons are told the same retention, and the deadline stays
+//     within it (retention - retention/24 - the request timeout), which charge-api and the reconciler check;
+//   - the daemons' search lag is the reconciler's visibility window; the fault schedule's search lag stays
+//     under it (a search that finds nothing proves nothing for that long);
+//   - the sim allows `sim_search_rate_limit` searches per second to the one merchant every daemon uses; each
+//     process paces itself, and their sum (two charge-api and `reconcilers_budgeted` reconciler processes
+//     at once) stays within it, so the limit itself answers no 429 (the schedule's 429 profile still does).
+struct StripeSettings {
+  std::chrono::milliseconds key_retention{0};
+  std::chrono::milliseconds search_lag{0};
+  int sim_search_rate_limit = 0;
+  int charge_api_search_rate = 0;
+  int reconciler_search_rate = 0;
+  int reconcilers_budgeted = 0;
+  // The reconciler's claimed batch, searched at its pace well within its claim lease.
+  int reconciler_batch_size = 0;
+};
 
 // The proxies in front of one dependency: every PostgreSQL node, every broker, or the acquirer. A fault
 // on the link is a fault on each of them (the database away is away whichever node is primary), except
@@ -94,6 +123,13 @@ class ChaosStack {
   void UseHighAvailability(const std::string& replication);
   bool high_availability() const { return !replication_.empty(); }
   const std::string& replication() const { return replication_; }
+  // Before Start (after SetDeadline): the dialect every daemon speaks to acquirer-sim.
+  void UseAcquirerDialect(AcquirerDialect dialect);
+  AcquirerDialect acquirer_dialect() const { return dialect_; }
+  // Stripe only (all zero with our protocol).
+  const StripeSettings& stripe() const { return stripe_; }
+  // How long a search may lag and a lookup's "not found" proves nothing (RECONCILER_VISIBILITY_WINDOW).
+  static constexpr std::chrono::milliseconds kVisibilityWindow{3000};
 
   // PostgreSQL, Kafka, proxies, schema, merchants, every daemon, the supervisor and the reconciler timer.
   void Start();
@@ -110,6 +146,9 @@ class ChaosStack {
 
   // acquirer-sim's fault profile (PUT /admin/faults); "{}" is a healthy acquirer.
   bool SetAcquirerFaults(const std::string& profile_json);
+  // acquirer-sim's request counts by kind (GET /admin/stats: capture, lookup, search, ...); empty if it
+  // did not answer. They count since its last start: a kill loses them.
+  std::map<std::string, std::int64_t> AcquirerRequestCounts();
   // pg_ctl stop/start, and the broker stopped and started on the same ports (data kept). In the HA
   // topology: the primary's PostgreSQL crashes (SIGKILL of its processes; Patroni starts it again or fails
   // over), and the broker leading the most partitions is SIGKILLed and started again.
@@ -149,6 +188,8 @@ class ChaosStack {
   // `reconciler window --from --to` now, during the load; blocks until it ends and returns its exit status.
   int RunWindowReport(std::chrono::system_clock::time_point from, std::chrono::system_clock::time_point to);
   void StopReconcilerTimer();
+  // The most reconciler processes that ran at once (timer, second runs, window reports, settling).
+  int max_concurrent_reconcilers() const { return max_reconcilers_; }
   // No timed run starts for `how_long` (an SRE suspending the CronJob for a manual run); one in progress
   // goes on.
   void PauseReconcilerTimer(std::chrono::milliseconds how_long);
@@ -183,6 +224,9 @@ class ChaosStack {
   void ReconcilerTimer();
   int RunReconciler(const std::string& failpoints, std::vector<std::string> args = {});
   testing::EnvChanges Environment(const Slot& slot) const;
+  // The acquirer client's settings for charge-api and the reconciler: timeouts, retries, the dialect and,
+  // with Stripe, its knobs with this process's share of the searches.
+  testing::EnvChanges AcquirerClientSettings(int search_rate) const;
   std::string Shell(const std::string& script, std::chrono::seconds timeout = std::chrono::seconds{180});
   Slot& SlotOf(Daemon daemon, int index);
 
@@ -206,6 +250,9 @@ class ChaosStack {
   std::string reconciler_failpoints_;
   std::string clock_skew_;  // charge-api #1's FAKETIME; empty: none
   std::chrono::seconds deadline_{3600};
+  AcquirerDialect dialect_ = AcquirerDialect::kNative;
+  StripeSettings stripe_;
+  std::atomic<int> reconcilers_{0}, max_reconcilers_{0};
   std::string start_failure_;  // the first restart the supervisor could not make, under mutex_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> reconciler_timer_on_{false};

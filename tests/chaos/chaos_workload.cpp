@@ -140,9 +140,11 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
     ++answers_[label];
   };
 
+  std::optional<Clock::time_point> first_sent;
   while (Clock::now() < give_up_at) {
     testing::HttpTestClient client(ports[rng() % ports.size()], "127.0.0.1", options_.request_timeout);
     const auto sent = Clock::now();
+    if (!first_sent) first_sent = sent;
     const auto r = client.Post("/v1/charges", body, headers);
     const auto answered = Clock::now();
     ++outcome.attempts;
@@ -159,7 +161,7 @@ void Workload::Drive(IntentOutcome& outcome, std::uint64_t seed, bool walks_away
     count(answer);
     {
       std::lock_guard lock(answers_mutex_);
-      attempts_.push_back(Attempt{sent, answered, answer});
+      attempts_.push_back(Attempt{sent, answered, answer, *first_sent});
     }
     const bool refusal = label == "refused" || label == "503" || label == "429";
     if (!refusal) outcome.only_told_to_retry = false;

@@ -59,6 +59,9 @@ struct IntentOutcome {
 struct Attempt {
   std::chrono::steady_clock::time_point sent, answered;
   std::string answer;
+  // When the same key's first POST was sent: a retry long after it replays a key the acquirer may have
+  // forgotten (Stripe's key retention).
+  std::chrono::steady_clock::time_point key_first_sent;
 };
 
 struct WorkloadOptions {
