@@ -340,7 +340,7 @@ TEST_F(StripeMockContract, Void) {
   EXPECT_EQ(outcome.kind, OutcomeKind::kVoided) << outcome.detail << " (stripe-mock's refund fixture is succeeded)";
   const auto e = OnlyRequest("POST", "/v1/refunds");
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->Header("Idempotency-Key"), "contract-void-key-1");
+  EXPECT_EQ(e->Header("Idempotency-Key"), "refund:contract-void-key-1");  // Stripe has one key space
   const auto form = DecodeParams(e->body);
   EXPECT_EQ(ValueOf(form, "payment_intent"), "pi_contract_1");
   EXPECT_THAT(NamesOf(form), ElementsAre("payment_intent")) << "docs/stripe.md's refund body: the whole amount";

@@ -10,6 +10,7 @@
 
 #include "charge_outbox/acquirer/stripe_classifier.hpp"
 #include "charge_outbox/config/config.hpp"
+#include "charge_outbox/util/sha256.hpp"
 #include "http_transport.hpp"
 
 namespace charge_outbox::acquirer {
@@ -63,6 +64,15 @@ Params EventsParams(system_clock::time_point from, system_clock::time_point to,
                    {"limit", std::to_string(kStripeMaxLimit)}};
   if (cursor) params.emplace_back("starting_after", *cursor);
   return params;
+}
+
+// Stripe has one key space per account, where our protocol keeps void keys apart from capture keys: the
+// void's key (the charge's own, as callers pass it) would be the capture's, and Stripe would answer
+// idempotency_error. The refund's key is derived from it, the same for every attempt, within 255 characters.
+std::string RefundKey(std::string_view void_key) {
+  constexpr std::string_view kPrefix = "refund:";
+  if (kPrefix.size() + void_key.size() <= 255) return std::string(kPrefix) + std::string(void_key);
+  return "refund#" + util::Sha256Hex(void_key);
 }
 
 Params CredentialCheckParams() { return {{"limit", "1"}}; }
@@ -219,7 +229,7 @@ asio::awaitable<AttemptOutcome> StripeAcquirerClient::Impl::Lookup(std::shared_p
 
 asio::awaitable<AttemptOutcome> StripeAcquirerClient::Void(VoidRequest request, std::string request_id) {
   const Params form = {{"payment_intent", request.capture_id}};
-  auto spec = impl_->Post("/v1/refunds", form, std::move(request.idempotency_key), std::move(request_id));
+  auto spec = impl_->Post("/v1/refunds", form, RefundKey(request.idempotency_key), std::move(request_id));
   return detail::HttpTransport::Call(impl_->transport, std::move(spec), &ClassifyStripeRefund);
 }
 

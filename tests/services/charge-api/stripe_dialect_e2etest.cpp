@@ -235,6 +235,23 @@ TEST_F(StripeDialectE2E, AKeyPrunedThenARetryNeverCapturesTwice) {
   EXPECT_THAT(told.response.body(), HasSubstr("No money was kept"));
 }
 
+// Past the deadline a found capture is refunded. Stripe has one key space per account, and the charge's
+// key is the capture's: the refund goes under a key of its own, or Stripe would refuse it as
+// idempotency_error and the money would stay taken (the first chaos runs found exactly that).
+TEST_F(StripeDialectE2E, ACapturePastTheDeadlineIsRefundedUnderAKeyOfItsOwn) {
+  StartAcquirer();
+  auto api = StartApi({{"CHARGE_DEADLINE", "4s"}});
+  SetFaults(R"({"timeout_rate": 1.0, "timeout_delay_ms": 3000, "apply_to": ["capture", "replay"]})");
+  ASSERT_EQ(Post(*api, "late").status(), 202u);
+  SetFaults("{}");
+  ASSERT_EQ(Ledger("capture", "late"), 1u);
+  std::this_thread::sleep_for(4500ms);
+  RunReconciler({{"RECONCILER_DEADLINE", "4s"}});
+  EXPECT_EQ(Field("late", "status"), "canceled") << Outcomes("late");
+  EXPECT_EQ(Field("late", "failure_reason"), "deadline_passed_voided");
+  EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", "refund:" + AcquirerKey("late")), 1u);
+}
+
 // Search lags behind a PaymentIntent (an hour in Stripe's incidents): a search that finds nothing is not
 // "not captured" before the lag has passed, and the reconciler waits rather than resubmit or fail. With the
 // events read after the search, the same capture is found at once.

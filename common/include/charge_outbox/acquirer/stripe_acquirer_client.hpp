@@ -34,7 +34,9 @@ class StripeAcquirerClient final : public AcquirerClient {
   // 2 + events_pages requests: a failed search or read of the PaymentIntent is the attempt's outcome; failed
   // events leave the search's "not found", weak as ever.
   boost::asio::awaitable<AttemptOutcome> LookupByKey(LookupRequest request, std::string request_id) override;
-  // POST /v1/refunds of the PaymentIntent request.capture_id, Idempotency-Key = request.idempotency_key.
+  // POST /v1/refunds of the PaymentIntent request.capture_id. Idempotency-Key: "refund:" and
+  // request.idempotency_key (its hash past 255 characters): Stripe has one key space, and callers pass the
+  // charge's own key, which our protocol keeps apart from the capture's but Stripe would not.
   boost::asio::awaitable<AttemptOutcome> Void(VoidRequest request, std::string request_id) override;
   // GET /v1/payment_intents created in the window (to the second), newest first as Stripe lists; the page
   // holds the succeeded ones, refunded ones as voided; the token is the last PaymentIntent's id.
