@@ -192,6 +192,11 @@ for workload in "$api" "$relay"; do
   has "$D" "$workload:spec.template.metadata.annotations.prometheus.io/port=\"9090\"" "$workload scrape port"
 done
 has "$D" "$api:$pod.containers.[].ports.[].containerPort=8080" "charge-api API port"
+# A deleted charge-api keeps serving for the preStop sleep (the kubelet's own sleep: no shell in the image)
+# while kube-proxy and the Ingress drop it, then drains within the grace.
+has "$D" "$api:$pod.containers.[].lifecycle.preStop.sleep.seconds=5" "charge-api's preStop sleep"
+has "$D" "$api:$pod.terminationGracePeriodSeconds=30" "charge-api's grace"
+hasnt "$D" "$relay:$pod.containers.[].lifecycle" "a preStop hook on the relay (no Service sends it traffic)"
 hasnt "$D" "$relay:$pod.containers.[].ports.[].containerPort=8080" "a relay port besides its admin port"
 has "$D" "Service/rel-charge-outbox-charge-api:spec.ports.[].targetPort=http" "the Service is the API"
 hasnt "$D" "Service/rel-charge-outbox-charge-api:spec.ports.[].targetPort=admin" "the admin port behind the Service"
@@ -462,6 +467,15 @@ done
 plain=(--set outboxRelay.kafka.bootstrapServers=k:9092 --set outboxRelay.kafka.securityProtocol=SASL_SSL
   --set global.acquirer.url=http://10.0.0.5:8081)
 refused "is plain http:// to another host" "a plain http acquirer" "${plain[@]}"
+refused "chargeApi.terminationGracePeriodSeconds 25 does not exceed the preStop sleep (5 s) plus the daemon's shutdown.deadline (20 s)" \
+  "a grace that cuts charge-api's drain" "${required[@]}" --set chargeApi.terminationGracePeriodSeconds=25
+refused "outboxRelay.terminationGracePeriodSeconds 30 does not exceed the daemon's shutdown.deadline (60 s)" \
+  "a relay's shutdown.deadline past its grace" "${required[@]}" --set-string outboxRelay.extraEnv.SHUTDOWN_DEADLINE=1m
+refused "chargeApi.extraEnv.SHUTDOWN_DEADLINE 1500ms: give it in whole seconds (30s) or minutes (1m)" \
+  "a shutdown.deadline the chart cannot check" "${required[@]}" --set-string chargeApi.extraEnv.SHUTDOWN_DEADLINE=1500ms
+out=$(render "${required[@]}" --set chargeApi.preStopSleepSeconds=0 --set chargeApi.terminationGracePeriodSeconds=21) ||
+  fail "rendering without a preStop sleep: $out"
+hasnt "$(flat <<<"$out")" "$api:$pod.containers.[].lifecycle" "a preStop hook with preStopSleepSeconds 0"
 refused "insecurePlainHttp is set but global.acquirer.url is not http://" "insecurePlainHttp with https" "${required[@]}" \
   --set global.acquirer.insecurePlainHttp=true
 out=$(render "${plain[@]}" --set global.acquirer.insecurePlainHttp=true) || fail "rendering insecurePlainHttp: $out"

@@ -26,7 +26,7 @@ source "$root/deploy/local/lib/kube.sh"
 source "$root/deploy/local/lib/kube_node.sh"
 source "$root/deploy/local/lib/postgres.sh"
 source "$root/deploy/local/lib/kafka.sh"
-source "$root/tests/kube/test_tls.sh"
+source "$root/deploy/local/lib/tls.sh"
 acquirer_sim=${1:?usage: operations_docs_test.sh ACQUIRER_SIM_BIN}
 helm_bin=${HELM_BIN:?HELM_BIN is not set: tests/run builds helm and exports it}
 : "${KUBE_BIN_DIR:?KUBE_BIN_DIR is not set: tests/run builds the control plane and node (kube_fetch)}"
@@ -125,7 +125,7 @@ wait_http "http://127.0.0.1:$registry_port/v2/"
 pg_port=$(free_port)
 # A private CA, as a platform team's: it signs the certificate of PostgreSQL and of the acquirer, for the
 # node's address, and the page's install mounts it in every pod (global.caBundle) with sslmode verify-full.
-test_ca_make "$state/tls" "$node_ip"
+tls_ca_make "$state/tls" "$node_ip"
 chown postgres "$state/tls/server.key" && chmod 600 "$state/tls/server.key"
 # Loopback is the administrator's (trusted); the pods and anything at the node's address give passwords,
 # so each daemon's role and the page's passwords are what let it in.

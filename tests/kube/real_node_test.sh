@@ -14,7 +14,7 @@ source "$root/deploy/local/lib/common.sh"
 source "$root/deploy/local/lib/kube.sh"
 source "$root/deploy/local/lib/kube_node.sh"
 source "$root/deploy/local/lib/postgres.sh"
-source "$root/tests/kube/test_tls.sh"
+source "$root/deploy/local/lib/tls.sh"
 acquirer_sim=${1:?usage: real_node_test.sh ACQUIRER_SIM_BIN}
 helm=${HELM_BIN:?HELM_BIN is not set: tests/run builds helm and exports it}
 : "${KUBE_BIN_DIR:?KUBE_BIN_DIR is not set: tests/run builds the control plane and node (kube_fetch)}"
@@ -63,7 +63,7 @@ start_daemon "$state/pids/acquirer-sim.pid" "$state/logs/acquirer-sim.log" \
 wait_http "http://127.0.0.1:$acquirer_port/healthz"
 # The pods reach it over TLS, its certificate from a private CA the release mounts (global.caBundle): the
 # release image refuses plain http to another host.
-test_ca_make "$state/tls" "$node_ip"
+tls_ca_make "$state/tls" "$node_ip"
 tls_front_start "$state/pids/acquirer-tls.pid" "$state/logs/acquirer-tls.log" "$node_ip" "$acquirer_tls_port" \
   "$acquirer_port" "$state/tls"
 

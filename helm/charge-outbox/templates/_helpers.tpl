@@ -262,6 +262,34 @@ named once, as global.databaseSecret). */ -}}
 {{- end -}}
 
 {{/*
+A daemon's pod, deleted, gets its preStop sleep, then SIGTERM, then shutdown.deadline to drain (20 s, or its
+extraEnv.SHUTDOWN_DEADLINE in whole seconds or minutes), and the kubelet kills it at
+terminationGracePeriodSeconds: a grace that does not cover both cuts the drain, and its in-flight requests
+lose their answers. Renders nothing. Call with (list "<values key>" .Values.<component>).
+*/}}
+{{- define "charge-outbox.checkShutdownGrace" -}}
+{{- $where := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $deadline := 20 -}}
+{{- with (index ($component.extraEnv | default dict) "SHUTDOWN_DEADLINE") -}}
+{{- $given := toString . -}}
+{{- if regexMatch "^[0-9]+s$" $given -}}
+{{- $deadline = trimSuffix "s" $given | int -}}
+{{- else if regexMatch "^[0-9]+m$" $given -}}
+{{- $deadline = mul (trimSuffix "m" $given | int) 60 -}}
+{{- else -}}
+{{- fail (printf "%s.extraEnv.SHUTDOWN_DEADLINE %s: give it in whole seconds (30s) or minutes (1m), so that the chart can check terminationGracePeriodSeconds against it" $where $given) -}}
+{{- end -}}
+{{- end -}}
+{{- $sleep := int ($component.preStopSleepSeconds | default 0) -}}
+{{- if le (int $component.terminationGracePeriodSeconds) (add $sleep $deadline) -}}
+{{- $needs := printf "the daemon's shutdown.deadline (%d s)" $deadline -}}
+{{- if gt $sleep 0 }}{{ $needs = printf "the preStop sleep (%d s) plus %s" $sleep $needs }}{{ end -}}
+{{- fail (printf "%s.terminationGracePeriodSeconds %d does not exceed %s: the kubelet would kill it mid-drain" $where (int $component.terminationGracePeriodSeconds) $needs) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
 extraEnv of a component, refused here as well as in the schema (which --skip-schema-validation turns off):
 a secret belongs in a Secret, FAILPOINTS only in test builds (docs/operations.md, docs/failpoints.md), and where
 the acquirer key and card tokens go (ACQUIRER_URL, ACQUIRER_ALLOW_PLAIN_HTTP, ACQUIRER_TLS_VERIFY) and which

@@ -1,9 +1,9 @@
-# What the real-node tests bring for TLS, as a platform team's private CA would: a CA, a server certificate
-# for the node's address, and the test acquirer behind TLS (a release image never sends the acquirer key in
-# clear to another host). Sourced; needs deploy/local/lib/common.sh.
+# TLS for what runs on the host beside a real node (the real-node tests, deploy/local/cluster), as a platform
+# team's private CA would make it: a CA, a server certificate for the node's address, and acquirer-sim behind
+# TLS (a release image never sends the acquirer key in clear to another host). Sourced; needs common.sh.
 
-# test_ca_make DIR IP: DIR/ca.crt (a throwaway CA) and DIR/server.crt, DIR/server.key for IP.
-test_ca_make() {
+# tls_ca_make DIR IP: DIR/ca.crt (a throwaway CA, two days) and DIR/server.crt, DIR/server.key for IP.
+tls_ca_make() {
   local dir=$1 ip=$2
   mkdir -p "$dir"
   openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/ca.key" -out "$dir/ca.crt" -days 2 \
