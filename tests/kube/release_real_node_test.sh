@@ -11,8 +11,10 @@
 #     flight at its SIGTERM) answers them and stops within terminationGracePeriodSeconds; none loses its answer;
 #   - Forbid with real Jobs: a reconciler run against a black-holed acquirer outlasts the next schedule, and
 #     no second Job starts meanwhile;
-#   - `helm uninstall` leaves the namespace as the operator made it, and `cluster down` leaves nothing on the
-#     host (processes, mounts, the bridge, iptables chains, cgroups).
+#   - `helm uninstall` leaves the namespace as the operator made it;
+#   - tests/helm/values-everything.yaml installed where its objects can work here: settlement-projection
+#     Ready and counting a charge, the window report's Job complete, the database checked with verify-full;
+#   - `cluster down` leaves nothing on the host (processes, mounts, the bridge, iptables chains, cgroups).
 # The figures (retried charges, the longest wait, the relay's lag, the drain) are printed as FIGURES lines.
 #
 # Arguments: the acquirer-sim binary. Needs root, KUBE_BIN_DIR and HELM_BIN (tests/run) and the image
@@ -49,6 +51,7 @@ export CLUSTER_CHART=$chart
 on_exit() {
   local status=$?
   kill $(jobs -p) 2>/dev/null || true
+  stop_pid_file "$work/pushgateway.pid" 2 || true
   if ((status != 0)) && [[ -f $CHARGE_OUTBOX_CLUSTER_DIR/admin.kubeconfig ]]; then
     kubectl -n "$NAMESPACE" get pods,jobs -o wide >&2 2>&1 || true
     kubectl -n "$NAMESPACE" get events --sort-by=.lastTimestamp 2>&1 | tail -n 30 >&2 || true
@@ -335,10 +338,97 @@ left=$(kubectl -n "$NAMESPACE" get all,configmaps,secrets,serviceaccounts,roles,
 cluster_left=$(kubectl get clusterroles,clusterrolebindings,priorityclasses,namespaces -o name -l "app.kubernetes.io/instance=$RELEASE" 2>&1 || true)
 [[ -z $cluster_left ]] || fail "helm uninstall left cluster-wide: $cluster_left"
 
+# ---- Every optional object -------------------------------------------------------------------------------
+step "tests/helm/values-everything.yaml on the real node, where its objects can work here"
+# What the file names beyond this cluster is brought, as a platform team would: a Secret per component's
+# database URL (all to this PostgreSQL, checked with verify-full against the cluster's CA), settlement-
+# projection's database, a client certificate, a pull Secret, the monitoring kinds' CRDs. An overlay gives
+# only this cluster's addresses and its Kafka, which does not authenticate (SASL_SSL needs a broker set up
+# for it: operations_docs runs SASL). The NetworkPolicies are accepted and not enforced (the bridge plugin
+# does not), the Ingress and the HPA have no controller or metrics here, the PodMonitor and rule no Prometheus.
+crds=$KUBE_BIN_DIR/../prometheus-operator-crds
+for kind in podmonitors prometheusrules; do
+  kubectl apply --server-side -f "$crds/monitoring.coreos.com_$kind.yaml" >/dev/null
+done
+kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 "${DATABASE_URL%/*}/postgres" -c "CREATE DATABASE settlement" >/dev/null
+node_db=$(kubectl -n "$NAMESPACE" get secret charge-outbox-database -o jsonpath='{.data.database-url}' | base64 -d)
+for secret in charge-outbox-db-owner:owner-url charge-outbox-db-operator:operator-url charge-outbox-db-relay:relay-url \
+              charge-outbox-db-charge-api:api-url charge-outbox-db-reconciler:reconciler-url; do
+  kubectl -n "$NAMESPACE" create secret generic "${secret%%:*}" --from-literal="${secret#*:}=$node_db" >/dev/null
+done
+kubectl -n "$NAMESPACE" create secret generic settlement-database --from-literal=url="${node_db%/*}/settlement" >/dev/null
+kubectl -n "$NAMESPACE" create secret generic settlement-database-owner --from-literal=owner-url="${node_db%/*}/settlement" >/dev/null
+kubectl -n "$NAMESPACE" create secret tls charge-outbox-db-charge-api-cert --cert="$CHARGE_OUTBOX_CLUSTER_DIR/tls/server.crt" \
+  --key="$CHARGE_OUTBOX_CLUSTER_DIR/tls/server.key" >/dev/null
+kubectl -n "$NAMESPACE" create secret docker-registry registry-credentials --docker-server=registry.example \
+  --docker-username=u --docker-password=p >/dev/null
+# A Pushgateway stand-in on the host (the reconciler's Job fails when its push does; the chart's alerts need
+# the push): it takes every push and writes down its path.
+pushgateway_port=$(free_port)
+start_daemon "$work/pushgateway.pid" "$work/pushgateway.log" python3 -c '
+import http.server, sys
+class Gateway(http.server.BaseHTTPRequestHandler):
+    def do_PUT(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        print(self.command, self.path, flush=True)
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    do_POST = do_PUT
+    def log_message(self, *args): pass
+http.server.ThreadingHTTPServer((sys.argv[1], int(sys.argv[2])), Gateway).serve_forever()' \
+  "$(cat "$CHARGE_OUTBOX_CLUSTER_DIR/node-ip")" "$pushgateway_port"
+cat >"$work/everything-here.yaml" <<YAML
+global:
+  acquirer: {url: "https://$(cat "$CHARGE_OUTBOX_CLUSTER_DIR/node-ip"):$CLUSTER_ACQUIRER_TLS_PORT"}
+outboxRelay:
+  kafka: {bootstrapServers: "$KAFKA_BOOTSTRAP_SERVERS", securityProtocol: "", saslMechanism: "", saslUsername: "",
+          trustCaBundle: false, saslPasswordSecret: {name: ""}, allowUnauthenticated: true, topicReplicationFactor: 1}
+settlementProjection:
+  replicas: 1
+  kafka: {securityProtocol: "", saslMechanism: "", saslUsername: "", trustCaBundle: false, saslPasswordSecret: {name: ""},
+          allowUnauthenticated: true}
+reconciler:
+  pushgateway: {url: "http://$(cat "$CHARGE_OUTBOX_CLUSTER_DIR/node-ip"):$pushgateway_port"}
+YAML
+helm install "$RELEASE" "$chart" -n "$NAMESPACE" -f "$root/tests/helm/values-everything.yaml" -f "$work/everything-here.yaml" \
+  --wait --timeout 300s >"$work/everything.log" 2>&1 ||
+  fail "helm install with values-everything: $(tail -n 20 "$work/everything.log"; kubectl -n "$NAMESPACE" get pods -o wide 2>&1)"
+eval "$("$cluster" env)"   # the Service's new ClusterIP
+for component in charge-api outbox-relay settlement-projection; do
+  ready=$(kubectl -n "$NAMESPACE" get pods -l "app.kubernetes.io/component=$component" \
+    -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
+  [[ -n $ready && $(grep -vc '^True$' <<<"$ready") == 0 ]] || fail "values-everything: $component's pods are not all Ready: $ready"
+done
+code=$(post_charge everything-1 2>&1) || true
+[[ $code == 201 ]] || fail "values-everything: a charge through the Service answered $code"
+# The projection applies it: its API (a token whose hash the values hold) counts the merchant's capture.
+merchant=$(psql_charge "SELECT merchant_id FROM charges WHERE idempotency_key = 'everything-1'")
+projection=$(kubectl -n "$NAMESPACE" get service "$fullname-settlement-projection" -o jsonpath='{.spec.clusterIP}:{.spec.ports[0].port}')
+today=$(date -u +%F)
+deadline=$((SECONDS + 60))
+until totals=$(curl -sSf -H "Authorization: Bearer token-a" \
+                 "http://$projection/v1/merchants/$merchant/captured-totals?from=$today&to=$today" 2>&1) &&
+      jq -e '[.. | numbers] | any(. > 0)' <<<"$totals" >/dev/null; do
+  ((SECONDS < deadline)) || fail "values-everything: settlement-projection did not count the capture within 60 s: $totals"
+  sleep 1
+done
+# The window report's CronJob, run now rather than at its 02:30: its Job completes with a report.
+kubectl -n "$NAMESPACE" create job window-now --from="cronjob/$fullname-reconciler-window" >/dev/null
+kubectl -n "$NAMESPACE" wait --for=condition=Complete job/window-now --timeout=180s >/dev/null ||
+  fail "values-everything: the window report's Job did not complete: $(kubectl -n "$NAMESPACE" logs job/window-now --tail 5 2>&1)"
+kubectl -n "$NAMESPACE" logs job/window-now | grep -q '"msg":"run summary","mode":"window"' ||
+  fail "values-everything: the window report's log holds no run summary"
+grep -qE '^(POST|PUT) .*/mode/window' "$work/pushgateway.log" ||
+  fail "values-everything: the window report pushed no metrics: $(cat "$work/pushgateway.log")"
+[[ $(kubectl -n "$NAMESPACE" get networkpolicies -o name | wc -l) -ge 1 ]] || fail "values-everything: no NetworkPolicy"
+kubectl -n "$NAMESPACE" delete job window-now --wait=false >/dev/null
+helm uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 120s >/dev/null
+
 step "deploy/local/cluster down leaves nothing on the host"
 trap - EXIT
 cluster_dir=$CHARGE_OUTBOX_CLUSTER_DIR
 "$cluster" down
+stop_pid_file "$work/pushgateway.pid" 2
 leftovers=()
 pgrep -f "$cluster_dir" >/dev/null && leftovers+=("processes: $(pgrep -af "$cluster_dir" | head -n 3)")
 grep -q "$cluster_dir" /proc/mounts && leftovers+=("mounts: $(grep "$cluster_dir" /proc/mounts | head -n 3)")
