@@ -282,6 +282,9 @@ asio::awaitable<DbResult<charges::AttemptHistory>> FakeChargeStore::ReadAttemptH
   std::optional<charges::Timestamp> last_sent;
   for (const auto& a : attempts) {
     if (a.operation == acquirer::Operation::kVoid) history.void_attempted = true;
+    if (a.operation == acquirer::Operation::kVoid && a.outcome == acquirer::OutcomeKind::kStoredError) {
+      ++history.void_stored_errors;
+    }
     if (a.operation != acquirer::Operation::kCapture || a.evidence == acquirer::EvidenceClass::kNotSent) continue;
     history.capture_may_have_left = true;
     if (a.finished_at) history.capture_answered = true;

@@ -68,11 +68,12 @@ Params EventsParams(system_clock::time_point from, system_clock::time_point to,
 
 // Stripe has one key space per account, where our protocol keeps void keys apart from capture keys: the
 // void's key (the charge's own, as callers pass it) would be the capture's, and Stripe would answer
-// idempotency_error. The refund's key is derived from it, the same for every attempt, within 255 characters.
-std::string RefundKey(std::string_view void_key) {
-  constexpr std::string_view kPrefix = "refund:";
-  if (kPrefix.size() + void_key.size() <= 255) return std::string(kPrefix) + std::string(void_key);
-  return "refund#" + util::Sha256Hex(void_key);
+// idempotency_error. The refund's key is derived from it, the same for every attempt, within 255 characters:
+// `refund:<key>`, then `refund2:<key>`, `refund3:<key>`... after each refund whose 500 Stripe stored.
+std::string RefundKey(std::string_view void_key, int stored_errors_before) {
+  const std::string kind = stored_errors_before > 0 ? "refund" + std::to_string(stored_errors_before + 1) : "refund";
+  if (kind.size() + 1 + void_key.size() <= 255) return kind + ":" + std::string(void_key);
+  return kind + "#" + util::Sha256Hex(void_key);
 }
 
 Params CredentialCheckParams() { return {{"limit", "1"}}; }
@@ -229,7 +230,8 @@ asio::awaitable<AttemptOutcome> StripeAcquirerClient::Impl::Lookup(std::shared_p
 
 asio::awaitable<AttemptOutcome> StripeAcquirerClient::Void(VoidRequest request, std::string request_id) {
   const Params form = {{"payment_intent", request.capture_id}};
-  auto spec = impl_->Post("/v1/refunds", form, RefundKey(request.idempotency_key), std::move(request_id));
+  auto spec = impl_->Post("/v1/refunds", form, RefundKey(request.idempotency_key, request.stored_errors_before),
+                          std::move(request_id));
   return detail::HttpTransport::Call(impl_->transport, std::move(spec), &ClassifyStripeRefund);
 }
 

@@ -186,9 +186,15 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
   if (verdict.step == Verdict::Step::kVoidThenResolve) {
     // The charge's own key, as the reconciler's void uses: a repeated void (this command again, or a
     // person racing another) is the same void at the acquirer.
+    // After a void whose error the acquirer stored under its key (Stripe's 500), the next goes under a key
+    // of its own: the old one only replays the error (acquirer::VoidRequest).
+    const auto history_call = [&] { return t.charges.ReadAttemptHistory(charge->id); };
+    const auto history = co_await db::WithDbRetries(history_call);
+    if (!history) co_return DatabaseFailed(t, history.error());
     charges::AttemptRecorder recorder(t.charges, charge->id, acquirer::Operation::kVoid, kActor, "", std::nullopt,
                                       std::nullopt, /*in_review=*/true);
-    const acquirer::VoidRequest request{*verdict.capture_id, charges::AcquirerIdempotencyKey(*charge)};
+    const acquirer::VoidRequest request{*verdict.capture_id, charges::AcquirerIdempotencyKey(*charge),
+                                        history->void_stored_errors};
     const auto call = [&](std::string request_id) { return t.acquirer.Void(request, std::move(request_id)); };
     const auto run = co_await charges::RunRecorded(t.policy, t.clock, recorder, call);
     // This decision's own void, if it was recorded, is one the count now holds.
@@ -204,7 +210,12 @@ asio::awaitable<int> Resolve(Tools& t, const CommandLine& cl) {
       t.err << "refused: the void of " << *verdict.capture_id << " was not confirmed (" << acquirer::ToString(last.kind);
       if (last.http_status) t.err << ", HTTP " << *last.http_status;
       t.err << "); the charge stays in needs_review, its void on record. ";
-      if (last.retryability() == retry::Retryability::kNever) {
+      if (last.kind == acquirer::OutcomeKind::kStoredError) {
+        // The refund may or may not have happened; the acquirer stored its error under the key. The next
+        // void goes under a key of its own, and a capture already refunded in full refuses another refund.
+        t.err << "The acquirer stored an error under the void's key: whether it gave the money back is not "
+              << "known. Run the command again: it reads the capture afresh and voids under a new key\n";
+      } else if (last.retryability() == retry::Retryability::kNever) {
         // Refused as a request (a capture past the acquirer's void window, our credentials): the same void
         // gets the same answer. The capture stands; the money comes back, if it must, by a refund.
         t.err << "The acquirer refused it: asking again will not change that. If the money is kept, decide "

@@ -122,17 +122,22 @@ Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& 
                "resubmit_unknown");
 }
 
-Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_id, int check_count,
-                         const DecisionOptions& options, util::RandomSource& random) {
+Decision DecideAfterVoid(const VoidFacts& facts, const DecisionOptions& options, util::RandomSource& random) {
   // A void is idempotent at the acquirer (the charge's own key), and once on record no capture of the
   // charge lands any more: one that got no answer is asked again by a later run (its lookup sees the
   // capture still live past the deadline, or voided by the answer we lost), not handed to a person.
-  if (retry::IsTransient(acquirer::RetryabilityOf(kind))) {
-    return Defer(NextCheckDelay(check_count, options, random), true, "void_retry");
+  if (retry::IsTransient(acquirer::RetryabilityOf(facts.kind))) {
+    return Defer(NextCheckDelay(facts.check_count, options, random), true, "void_retry");
+  }
+  // A stored 500 may or may not have refunded, and its key replays it forever. The next look reads the
+  // capture again: refunded, canceled; still standing, refunded under a fresh key, which cannot refund
+  // twice (a capture refunded in full refuses another refund).
+  if (facts.kind == acquirer::OutcomeKind::kStoredError && facts.stored_errors < kStoredVoidErrorsForReview) {
+    return Defer(NextCheckDelay(facts.check_count, options, random), true, "void_stored_error");
   }
   acquirer::Capture voided;
-  voided.id = capture_id;
-  const charges::RunFacts run{charges::RunKind::kVoid, kind, voided, std::nullopt, false};
+  voided.id = facts.capture_id;
+  const charges::RunFacts run{charges::RunKind::kVoid, facts.kind, voided, std::nullopt, false};
   const auto reading = charges::ReadRun(run, charges::ChargeFacts{true, std::nullopt});
   return Resolve(reading.transition, reading.why);
 }

@@ -20,6 +20,8 @@
 //   - no usable answer                                              -> stay pending, backoff with jitter
 //   - past the deadline and still unconfirmed                        -> needs_review
 //   - a void that got no answer                                     -> stay pending, void again later
+//   - a void whose 500 the acquirer stored (Stripe)                 -> stay pending, void again later
+//                                                                       under a fresh key; a person after 3
 #pragma once
 
 #include <chrono>
@@ -114,11 +116,25 @@ struct ResubmitFacts {
 Decision DecideAfterResubmit(const ResubmitFacts& facts, const DecisionOptions& options,
                              util::RandomSource& random);
 
-// What voiding `capture_id` with the charge's key showed (past the deadline): confirmed, canceled; no
-// answer (transient), stay pending and void again after NextCheckDelay; refused as a request (or a capture
-// not ours), needs_review (void_unconfirmed), for a person.
-Decision DecideAfterVoid(acquirer::OutcomeKind kind, const std::string& capture_id, int check_count,
-                         const DecisionOptions& options, util::RandomSource& random);
+// What voiding `capture_id` showed (past the deadline).
+struct VoidFacts {
+  acquirer::OutcomeKind kind = acquirer::OutcomeKind::kNotSent;
+  std::string capture_id;
+  int check_count = 0;
+  // Voids of the charge answered with an error the acquirer stored under their key (Stripe's 500), this
+  // one included: each later void goes under a key of its own (acquirer::VoidRequest).
+  int stored_errors = 0;
+};
+
+// Stored errors after which a void is no longer sent again under a fresh key: the acquirer keeps failing
+// the one operation that gives the money back, and a person looks (needs_review, void_unconfirmed).
+inline constexpr int kStoredVoidErrorsForReview = 3;
+
+// Confirmed: canceled. No answer (transient), or an error the acquirer stored under the void's key (fewer
+// than kStoredVoidErrorsForReview): stay pending, and the next look voids again (under a fresh key after a
+// stored error) if the capture still stands. Refused as a request (or a capture not ours): needs_review
+// (void_unconfirmed), for a person.
+Decision DecideAfterVoid(const VoidFacts& facts, const DecisionOptions& options, util::RandomSource& random);
 
 // The delay before the next look after `check_count` earlier ones left the charge pending: retry::Backoff
 // (base * 2^check_count, capped) with options.backoff's jitter, equal by default, uniform in

@@ -292,9 +292,19 @@ asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, 
   // any more (ChargeStore::Complete), whoever read one before.
   charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kVoid, kActor, trace_id,
                                charges::Ownership{{owner_id_, options_.claim_lease}, options_.decision.deadline});
+  // Earlier voids whose error the acquirer stored under their key: that key only replays the error.
+  const auto history_call = [&] { return deps_.charges.ReadAttemptHistory(charge.id); };
+  const auto history = co_await db::WithDbRetries(history_call);
+  if (!history) {
+    ++summary.errors;
+    log::WithTrace(trace_id, spdlog::level::err, "charge {}: reading its attempt history before a void failed: {}",
+                   charge.public_id(), history.error().detail);
+    co_return;
+  }
   // The charge's own key: the acquirer keeps void keys apart from capture keys, and one key per charge
   // makes a repeated void (after a crash) the same void.
-  const acquirer::VoidRequest request{capture_id, charges::AcquirerIdempotencyKey(charge)};
+  const acquirer::VoidRequest request{capture_id, charges::AcquirerIdempotencyKey(charge),
+                                      history->void_stored_errors};
   const auto void_call = [&](std::string request_id) { return deps_.acquirer.Void(request, std::move(request_id)); };
   const auto run = co_await charges::RunRecorded(deps_.policy, deps_.clock, log, void_call);
   if (Refused(claimed, log, summary)) {
@@ -308,8 +318,9 @@ asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, 
                    kFailpointAfterVoid);
     co_return;
   }
-  const auto decision =
-      DecideAfterVoid(run.last().kind, capture_id, claimed.check_count, options_.decision, deps_.random);
+  const auto stored_error = run.last().kind == acquirer::OutcomeKind::kStoredError ? 1 : 0;
+  const VoidFacts facts{run.last().kind, capture_id, claimed.check_count, history->void_stored_errors + stored_error};
+  const auto decision = DecideAfterVoid(facts, options_.decision, deps_.random);
   log::WithTrace(trace_id, spdlog::level::info, "charge {}: captured but past its deadline; void {}: {}",
                  charge.public_id(), acquirer::ToString(run.last().kind), decision.why);
   co_await Apply(claimed, claimed_at, decision, log, summary);

@@ -285,6 +285,35 @@ TEST_F(ChargeStoreTest, ACaptureDoesNotLandOnceAVoidIsOnRecord) {
   EXPECT_EQ(capture->refused, Refusal::kVoidOnRecord);
 }
 
+// A void whose error the acquirer stored under its key (Stripe's 500) is counted: the next void goes under a
+// key of its own. Other void answers, and an unfinished void (the same key replays whatever it got), are not.
+TEST_F(ChargeStoreTest, TheHistoryCountsVoidsWhoseErrorTheAcquirerStored) {
+  const auto begun = Begin(Request(kMerchantA, "k"), "o1", std::chrono::seconds{30});
+  const Lease voider{"o1", std::chrono::seconds{30}};
+  const auto void_attempt = [&](const char* request_id) {
+    const auto started = Await(
+        store_->StartAttempt(begun.charge.id, {request_id, acquirer::Operation::kVoid, "reconciler", voider, {}}));
+    EXPECT_FALSE(started.value().refused);
+    return started.value().attempt_no;
+  };
+  const auto finish = [&](int attempt_no, acquirer::OutcomeKind outcome, std::optional<int> http_status) {
+    ASSERT_TRUE(Await(store_->FinishAttempt(begun.charge.id, {attempt_no, std::chrono::milliseconds{5}, outcome,
+                                                              acquirer::EvidenceClass::kUnknown, http_status}))
+                    .has_value());
+  };
+  const auto stored_errors = [&] {
+    return Await(store_->ReadAttemptHistory(begun.charge.id)).value().void_stored_errors;
+  };
+  EXPECT_EQ(stored_errors(), 0);
+  finish(void_attempt("77777777-7777-4777-8777-777777777771"), acquirer::OutcomeKind::kStoredError, 500);
+  EXPECT_EQ(stored_errors(), 1);
+  finish(void_attempt("77777777-7777-4777-8777-777777777772"), acquirer::OutcomeKind::kTimedOut, std::nullopt);
+  void_attempt("77777777-7777-4777-8777-777777777773");  // unfinished
+  EXPECT_EQ(stored_errors(), 1);
+  finish(void_attempt("77777777-7777-4777-8777-777777777774"), acquirer::OutcomeKind::kStoredError, 500);
+  EXPECT_EQ(stored_errors(), 2);
+}
+
 // Issue 41, defect 5: an owner whose lease ran out (its database or the acquirer was slow, and another
 // actor took the charge over) records, and so sends, no further capture or void; recording one renews the
 // live owner's lease. Before the fix any actor could record a capture attempt at any time.

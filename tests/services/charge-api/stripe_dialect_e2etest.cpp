@@ -252,6 +252,51 @@ TEST_F(StripeDialectE2E, ACapturePastTheDeadlineIsRefundedUnderAKeyOfItsOwn) {
   EXPECT_EQ(AcquirerLedgerCount(*sim_client_, "void", "refund:" + AcquirerKey("late")), 1u);
 }
 
+// A refund answered 500 is stored under its key, refund made or not, and the key replays it forever. The
+// charge stays pending (not a person's at once); the next run reads the PaymentIntent: refunded, canceled;
+// still captured, refunded under a fresh key. Each charge's money comes back exactly once.
+TEST_F(StripeDialectE2E, ARefundsStored500IsReadAgainAndRefundedUnderAFreshKey) {
+  StartAcquirer();
+  auto api = StartApi({{"CHARGE_DEADLINE", "4s"}});
+  SetFaults(R"({"timeout_rate": 1.0, "timeout_delay_ms": 3000, "apply_to": ["capture", "replay"]})");
+  constexpr int kCharges = 8;
+  const auto key_of = [](int i) { return "r500-" + std::to_string(i); };
+  for (int i = 0; i < kCharges; ++i) ASSERT_EQ(Post(*api, key_of(i)).status(), 202u);
+  SetFaults(R"({"server_error_rate": 1.0, "apply_to": ["void"]})");
+  std::this_thread::sleep_for(4500ms);
+  const EnvChanges past_deadline{{"RECONCILER_DEADLINE", "4s"}};
+  RunReconciler(past_deadline);
+  const auto refunds = [&](const std::string& key, const std::string& prefix) {
+    return AcquirerLedgerCount(*sim_client_, "void", prefix + AcquirerKey(key));
+  };
+  int refunded_by_the_500 = 0;
+  for (int i = 0; i < kCharges; ++i) {
+    EXPECT_EQ(Field(key_of(i), "status"), "pending") << Outcomes(key_of(i));
+    EXPECT_THAT(Outcomes(key_of(i)), HasSubstr("void:stored_error:500"));
+    refunded_by_the_500 += static_cast<int>(refunds(key_of(i), "refund:"));
+  }
+
+  SetFaults("{}");
+  Eventually([&] {
+    RunReconciler(past_deadline);
+    return db_->Scalar("SELECT count(*) FROM charges WHERE status = 'pending'") == "0";
+  }, 30s);
+  int refunded_again = 0;
+  for (int i = 0; i < kCharges; ++i) {
+    const auto key = key_of(i);
+    EXPECT_EQ(Field(key, "status"), "canceled") << Outcomes(key);
+    EXPECT_EQ(Field(key, "failure_reason"), "deadline_passed_voided");
+    const auto first = refunds(key, "refund:");
+    const auto second = refunds(key, "refund2:");
+    EXPECT_EQ(first + second, 1u) << key << ": the money came back once";
+    refunded_again += static_cast<int>(second);
+  }
+  // The simulator's seeded draws refund under some of the 500s and not under others.
+  EXPECT_GT(refunded_by_the_500, 0);
+  EXPECT_GT(refunded_again, 0);
+  EXPECT_EQ(refunded_by_the_500 + refunded_again, kCharges);
+}
+
 // Search lags behind a PaymentIntent (an hour in Stripe's incidents): a search that finds nothing is not
 // "not captured" before the lag has passed, and the reconciler waits rather than resubmit or fail. With the
 // events read after the search, the same capture is found at once.

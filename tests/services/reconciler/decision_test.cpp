@@ -267,12 +267,12 @@ TEST_F(ReconcilerDecisionTest, ResubmitOutcomes) {
 }
 
 TEST_F(ReconcilerDecisionTest, AVoidConfirmedIsCanceledAVoidRefusedNeedsAPersonAVoidUnansweredIsTriedAgain) {
-  auto d = DecideAfterVoid(OutcomeKind::kVoided, "cap_9", 0, options_, random_);
+  auto d = DecideAfterVoid({OutcomeKind::kVoided, "cap_9", 0, 0}, options_, random_);
   EXPECT_EQ(d.step, Step::kResolve);
   EXPECT_EQ(d.transition.to, ChargeStatus::kCanceled);
   EXPECT_EQ(d.transition.acquirer_capture_id, "cap_9");
   for (const auto kind : {OutcomeKind::kContractError, OutcomeKind::kMismatch}) {
-    d = DecideAfterVoid(kind, "cap_9", 0, options_, random_);
+    d = DecideAfterVoid({kind, "cap_9", 0, 0}, options_, random_);
     EXPECT_EQ(d.step, Step::kResolve);
     EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
     EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kVoidUnconfirmed));
@@ -283,11 +283,30 @@ TEST_F(ReconcilerDecisionTest, AVoidConfirmedIsCanceledAVoidRefusedNeedsAPersonA
   for (const auto kind : {OutcomeKind::kTimedOut, OutcomeKind::kUnavailable, OutcomeKind::kThrottled,
                           OutcomeKind::kServerError, OutcomeKind::kNotSent, OutcomeKind::kConnectionDropped,
                           OutcomeKind::kInFlight}) {
-    d = DecideAfterVoid(kind, "cap_9", 3, options_, random_);
+    d = DecideAfterVoid({kind, "cap_9", 3, 0}, options_, random_);
     EXPECT_EQ(d.step, Step::kDefer) << acquirer::ToString(kind);
     EXPECT_TRUE(d.error) << "the run says the acquirer did not answer";
     EXPECT_GE(d.defer, NextCheckDelay(3, options_, random_) / 2);
   }
+}
+
+// Stripe stores a refund's 500 under its key, refund made or not, and replays it forever. The charge stays
+// pending so that the next look reads the capture and, if it still stands, refunds it under a fresh key;
+// after kStoredVoidErrorsForReview of them a person looks.
+TEST_F(ReconcilerDecisionTest, AVoidsStoredErrorIsVoidedAgainLaterUntilThirdThenAPersonLooks) {
+  for (int stored = 1; stored < kStoredVoidErrorsForReview; ++stored) {
+    const auto d = DecideAfterVoid({OutcomeKind::kStoredError, "cap_9", 2, stored}, options_, random_);
+    EXPECT_EQ(d.step, Step::kDefer) << stored;
+    EXPECT_TRUE(d.error);
+    EXPECT_EQ(d.why, "void_stored_error");
+    EXPECT_GE(d.defer, NextCheckDelay(2, options_, random_) / 2);
+  }
+  const auto d =
+      DecideAfterVoid({OutcomeKind::kStoredError, "cap_9", 2, kStoredVoidErrorsForReview}, options_, random_);
+  EXPECT_EQ(d.step, Step::kResolve);
+  EXPECT_EQ(d.transition.to, ChargeStatus::kNeedsReview);
+  EXPECT_EQ(d.transition.failure_reason, std::string(charges::reason::kVoidUnconfirmed));
+  EXPECT_EQ(d.transition.acquirer_capture_id, "cap_9");
 }
 
 }  // namespace

@@ -109,6 +109,12 @@ struct LookupRequest {
 struct VoidRequest {
   std::string capture_id;
   std::string idempotency_key;
+  // Earlier voids of this charge whose answer the acquirer stored as an error (Stripe's 500 under a key,
+  // OutcomeKind::kStoredError). Their key would replay that error forever, so an adapter whose acquirer
+  // stores errors sends this void under a key of its own for each. Safe: a capture is refunded in full at
+  // most once, so a second void of one already voided is refused (Stripe: charge_already_refunded), not
+  // paid twice. Our protocol stores no errors and ignores it.
+  int stored_errors_before = 0;
 };
 
 // GET /v1/captures?created_from&created_to&limit: captures created in [from, to).

@@ -168,6 +168,9 @@ struct AttemptHistory {
   bool capture_answered = false;
   // Some actor set out to void the charge's capture (a void attempt is on record, finished or not).
   bool void_attempted = false;
+  // Void attempts answered with an error the acquirer stored under their key (acquirer::VoidRequest's
+  // stored_errors_before): the next void goes under a key of its own.
+  int void_stored_errors = 0;
   // Lookups answered not found after the last capture attempt that may have left, finished ones only, and
   // when the first of them started: only looks after a capture can prove that capture is not there.
   int not_found_looks = 0;

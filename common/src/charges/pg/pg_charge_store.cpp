@@ -169,7 +169,9 @@ constexpr db::Statement kAttemptHistory{
        WHERE charge_id = $1 AND operation = 'capture' AND evidence IS DISTINCT FROM 'not_sent'
      ) SELECT sent.n, count(a.attempt_no), (extract(epoch FROM min(a.started_at)) * 1000000)::bigint,
               EXISTS (SELECT 1 FROM acquirer_attempts v WHERE v.charge_id = $1 AND v.operation = 'void')::int,
-              sent.answered, floor(extract(epoch FROM now() - min(a.started_at)) * 1000)::bigint
+              sent.answered, floor(extract(epoch FROM now() - min(a.started_at)) * 1000)::bigint,
+              (SELECT count(*) FROM acquirer_attempts v
+                WHERE v.charge_id = $1 AND v.operation = 'void' AND v.outcome = 'stored_error')
       FROM sent LEFT JOIN acquirer_attempts a
         ON a.charge_id = $1 AND a.operation = 'lookup' AND a.outcome = 'not_found'
        AND (sent.last_at IS NULL OR a.started_at > sent.last_at)
@@ -380,6 +382,7 @@ class PgChargeStore final : public ChargeStore {
       history.void_attempted = row[3].as<int>() != 0;
       history.capture_answered = row[4].as<std::int64_t>() > 0;
       if (!row[5].is_null()) history.first_not_found_age = std::chrono::milliseconds{row[5].as<std::int64_t>()};
+      history.void_stored_errors = static_cast<int>(row[6].as<std::int64_t>());
       co_return history;
     });
   }
