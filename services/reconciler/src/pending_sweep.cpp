@@ -155,14 +155,8 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   // The record first: a charge none of whose capture attempts may have left was never captured, and its
   // client was told at most "retry". It fails, whatever the acquirer is doing; it is never resubmitted.
   {
-    const auto history_call = [&] { return deps_.charges.ReadAttemptHistory(charge.id); };
-    const auto history = co_await db::WithDbRetries(history_call);
-    if (!history) {
-      ++summary.errors;
-      log::WithTrace(trace_id, spdlog::level::err, "charge {}: reading its attempt history failed: {}",
-                     charge.public_id(), history.error().detail);
-      co_return;
-    }
+    const auto history = co_await ReadHistory(charge, summary);
+    if (!history) co_return;
     if (const auto decision = DecideBeforeLookup(*history)) {
       charges::AttemptRecorder none(deps_.charges, charge.id, acquirer::Operation::kLookup, kActor, trace_id);
       co_await Apply(claimed, claimed_at, *decision, none, summary);
@@ -192,13 +186,9 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
   facts.until_deadline = options_.decision.deadline - age;
   facts.check_count = claimed.check_count;
   if (last.kind == OutcomeKind::kNotFound) {
-    const auto history_call = [&] { return deps_.charges.ReadAttemptHistory(charge.id); };
-    const auto history = co_await db::WithDbRetries(history_call);
+    const auto history = co_await ReadHistory(charge, summary);
     if (!history) {
-      ++summary.errors;
       co_await log.FlushFinish();
-      log::WithTrace(trace_id, spdlog::level::err, "charge {}: reading its attempt history failed: {}",
-                     charge.public_id(), history.error().detail);
       co_return;
     }
     // This look is not finished on record yet, so it is not in the history: count it here. How long ago
@@ -222,6 +212,17 @@ asio::awaitable<void> PendingSweep::Check(const charges::ClaimedCharge& claimed,
       co_await Void(claimed, claimed_at, decision.capture_id, summary);
       co_return;
   }
+}
+
+asio::awaitable<std::optional<charges::AttemptHistory>> PendingSweep::ReadHistory(const charges::Charge& charge,
+                                                                                   RunSummary& summary) {
+  const auto history_call = [&] { return deps_.charges.ReadAttemptHistory(charge.id); };
+  auto history = co_await db::WithDbRetries(history_call);
+  if (history) co_return std::move(*history);
+  ++summary.errors;
+  log::WithTrace(log::TraceIdOf(charge.traceparent), spdlog::level::err,
+                 "charge {}: reading its attempt history failed: {}", charge.public_id(), history.error().detail);
+  co_return std::nullopt;
 }
 
 milliseconds PendingSweep::Age(const charges::Charge& charge, SteadyTime claimed_at) {
@@ -293,14 +294,8 @@ asio::awaitable<void> PendingSweep::Void(const charges::ClaimedCharge& claimed, 
   charges::AttemptRecorder log(deps_.charges, charge.id, acquirer::Operation::kVoid, kActor, trace_id,
                                charges::Ownership{{owner_id_, options_.claim_lease}, options_.decision.deadline});
   // Earlier voids whose error the acquirer stored under their key: that key only replays the error.
-  const auto history_call = [&] { return deps_.charges.ReadAttemptHistory(charge.id); };
-  const auto history = co_await db::WithDbRetries(history_call);
-  if (!history) {
-    ++summary.errors;
-    log::WithTrace(trace_id, spdlog::level::err, "charge {}: reading its attempt history before a void failed: {}",
-                   charge.public_id(), history.error().detail);
-    co_return;
-  }
+  const auto history = co_await ReadHistory(charge, summary);
+  if (!history) co_return;
   // The charge's own key: the acquirer keeps void keys apart from capture keys, and one key per charge
   // makes a repeated void (after a crash) the same void.
   const acquirer::VoidRequest request{capture_id, charges::AcquirerIdempotencyKey(charge),

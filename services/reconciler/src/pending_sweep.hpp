@@ -71,6 +71,9 @@ class PendingSweep {
                       RunSummary& summary);
   // False (and counted) when the claim is gone or cannot be renewed: the charge must be left alone.
   boost::asio::awaitable<bool> Renew(const charges::Charge& charge, RunSummary& summary);
+  // The charge's attempts on record; nullopt (logged, counted as an error) when the database did not answer.
+  boost::asio::awaitable<std::optional<charges::AttemptHistory>> ReadHistory(const charges::Charge& charge,
+                                                                             RunSummary& summary);
 
   bool OutOfTime(SteadyTime budget_end) const { return stop_requested_ || deps_.clock.SteadyNow() >= budget_end; }
 
