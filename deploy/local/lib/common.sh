@@ -76,11 +76,20 @@ stop_pid_file() {
   rm -f "$pid_file"
 }
 
+# The compiler launcher of every C++ tree: ccache keyed on paths relative to the source tree (base_dir) and
+# not on the build's directory (hash_dir off), so a clean clone elsewhere on the same machine (CI's) reuses
+# the objects another clone compiled. The price: a cached object's debug info names the directory of the
+# build that made it. Empty without ccache.
+ccache_launcher() {
+  command -v ccache >/dev/null || return 0
+  printf '%s\n' "-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=$CHARGE_OUTBOX_ROOT;CCACHE_NOHASHDIR=true;ccache"
+}
+
 # Configures and builds the tree (incremental: a no-op when nothing changed).
 build_tree() {
   local build_dir=$1; shift
   local launcher=()
-  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  mapfile -t launcher < <(ccache_launcher)
   if [[ ! -f $build_dir/build.ninja ]]; then
     cmake -S "$CHARGE_OUTBOX_ROOT" -B "$build_dir" -G Ninja "${launcher[@]}" "$@" >&2
   fi
