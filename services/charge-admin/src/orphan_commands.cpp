@@ -275,7 +275,11 @@ asio::awaitable<int> VoidOrphan(OrphanTools t, const CommandLine& cl) {
     co_return status_now;
   }
 
-  const acquirer::VoidRequest request{orphan->capture.id, VoidKeyOf(orphan->capture)};
+  // After a void whose error the acquirer stored under its key (Stripe's 500), the next goes under a key of
+  // its own (acquirer::VoidRequest), named by the count of voids so far: the stored key only replays the error.
+  const bool stored_error = orphan->last_void_outcome == acquirer::ToString(acquirer::OutcomeKind::kStoredError);
+  const acquirer::VoidRequest request{orphan->capture.id, VoidKeyOf(orphan->capture),
+                                      stored_error ? orphan->voids_recorded : 0};
   const auto run = co_await acquirer::VoidWithRetries(t.acquirer, request, t.policy, t.clock);
   const auto& last = run.last();
   const bool voided = VoidConfirmed(run);
@@ -304,7 +308,12 @@ asio::awaitable<int> VoidOrphan(OrphanTools t, const CommandLine& cl) {
           << ": the acquirer confirms it; the money goes back to the card\n";
     co_return kDone;
   }
-  if (last.retryability() == retry::Retryability::kNever) {
+  if (last.kind == acquirer::OutcomeKind::kStoredError) {
+    // Not a refusal: Stripe stores a 500 under the key whether or not the refund happened.
+    t.err << "unknown: " << said << ", on record; the capture stays open. The acquirer stored an error under the "
+          << "void's key: whether it gave the money back is not known. Run orphan void again: it asks under a new "
+          << "key, and a capture already refunded refuses a second refund\n";
+  } else if (last.retryability() == retry::Retryability::kNever) {
     // Refused as a request (a capture past the acquirer's void window, our credentials): the same void gets
     // the same answer, and the refusal proves it voided nothing.
     t.err << "refused: " << said << ", on record; the capture stays open. The acquirer refused the void: asking "

@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr const char* kMerchant = "00000000-0000-4000-8000-000000000001";
 constexpr const char* kApiKey = "sk_test_stripe_dialect";
@@ -407,6 +408,53 @@ TEST_F(StripeDialectE2E, SearchesArePacedUnderStripesRateLimit) {
 
 // The window report over Stripe's listing (newest first, to the second, paged by starting_after): a
 // PaymentIntent nobody of ours made is an orphan, one refunded behind our back a mismatch, the others match.
+// A capture no charge of ours names (found by the window report) that a person refunds: a 500 Stripe stored
+// under the refund's key is unknown, said so, never "refused"; asked again, the refund goes under a key of its
+// own, and the money comes back exactly once whether or not the 500 had refunded it.
+TEST_F(StripeDialectE2E, AnOrphansRefundAnswered500IsUnknownAndAskedAgainUnderAFreshKey) {
+  StartAcquirer();
+  const auto from = std::chrono::system_clock::now() - 2s;
+  const std::string stranger = "ch_" + std::string(32, 'c');
+  ASSERT_EQ(CreateIntentDirectly("lost-record", 900, stranger).status(), 200u);
+  const auto to = std::chrono::system_clock::now() + 2s;
+  std::this_thread::sleep_until(to + 1100ms);
+  const auto window = RunProcess({RECONCILER_BIN, "window", "--from", util::FormatRfc3339(from), "--to",
+                                  util::FormatRfc3339(to)},
+                                 ReconcilerEnv(), 60s);
+  ASSERT_EQ(window.exit_code, 0) << window.out << window.err;
+  const auto pi = db_->Scalar("SELECT capture_id FROM orphan_captures WHERE status = 'open'");
+  ASSERT_FALSE(pi.empty());
+  const auto admin = [&](const std::string& by) {
+    return RunProcess({CHARGE_ADMIN_BIN, "orphan", "void", pi, "--reason", "OPS-77: not a sale of ours", "--by", by},
+                      ReconcilerEnv(), 60s);
+  };
+  // Every refund in the ledger (this is the only capture), and those under a second key.
+  const auto refunds = [&](std::string_view key_prefix = "") {
+    std::size_t n = 0;
+    for (const auto& e : AcquirerLedger(*sim_client_)) {
+      const auto& o = e.as_object();
+      n += o.at("type").as_string() == "void" && o.at("idempotency_key").as_string().starts_with(key_prefix);
+    }
+    return n;
+  };
+
+  SetFaults(R"({"server_error_rate": 1.0, "apply_to": ["void"]})");
+  const auto stored = admin("alice");
+  EXPECT_EQ(stored.exit_code, 1) << stored.out << stored.err;
+  EXPECT_THAT(stored.err, HasSubstr("whether it gave the money back is not known"));
+  EXPECT_THAT(stored.err, Not(HasSubstr("refused")));
+  EXPECT_EQ(db_->Scalar("SELECT status || ' ' || last_void_outcome FROM orphan_captures"), "open stored_error");
+  const auto refunded_by_the_500 = refunds();
+
+  SetFaults("{}");
+  const auto again = admin("alice");
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_THAT(again.out, HasSubstr("voided " + pi));
+  EXPECT_EQ(refunds(), 1u) << "the money came back once (" << refunded_by_the_500 << " under the 500)";
+  EXPECT_EQ(refunds("refund2:"), 1u - refunded_by_the_500);
+  EXPECT_EQ(db_->Scalar("SELECT status || ' ' || voids_recorded FROM orphan_captures"), "voided 2");
+}
+
 TEST_F(StripeDialectE2E, TheWindowReportReadsStripesListing) {
   StartAcquirer();
   auto api = StartApi();
