@@ -10,13 +10,15 @@
 #   readiness-on-api-port   charge-api's readiness probe on its API port (8080), which serves no /readyz
 #   config-key-refused      a charge-api config key the daemon does not know (charge.pending_overdue)
 #   config-mounted-elsewhere  the config mounted at a path the daemons' --config does not name
+#   liveness-on-a-missing-path  charge-api's liveness probe on a path the admin port does not serve: the pod
+#                           is Ready, then restarted every 30 s
 # Needs what both tests need (root, HELM_BIN, KUBE_BIN_DIR, CHARGE_OUTBOX_IMAGE: tests/run's exports).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 acquirer_sim=${1:?usage: broken_charts.sh ACQUIRER_SIM_BIN [CASE...]}
 shift
 cases=("$@")
-((${#cases[@]})) || cases=(readiness-on-api-port config-key-refused config-mounted-elsewhere)
+((${#cases[@]})) || cases=(readiness-on-api-port config-key-refused config-mounted-elsewhere liveness-on-a-missing-path)
 
 # break_chart CASE DIR: the breakage, applied to the chart in DIR; fails if the sed changed nothing.
 break_chart() {
@@ -31,6 +33,9 @@ break_chart() {
     config-mounted-elsewhere)
       sed -i 's|^  mountPath: {{ include "charge-outbox.configDir" . }}|  mountPath: /etc/charge-outbox-conf|' \
         "$chart/templates/_helpers.tpl" ;;
+    liveness-on-a-missing-path)
+      sed -i 's|httpGet: {path: /healthz, port: admin}|httpGet: {path: /livez, port: admin}|' \
+        "$chart/templates/charge-api-deployment.yaml" ;;
     *) printf 'unknown case %s\n' "$1" >&2; exit 2 ;;
   esac
   [[ $(cat "$chart"/templates/*) != "$before" ]] || { printf 'case %s: the sed changed nothing\n' "$1" >&2; exit 1; }

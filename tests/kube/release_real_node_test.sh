@@ -322,6 +322,14 @@ started_meanwhile=$(jobs_of_cronjob | awk -v s="$start_s" -v e="$end_s" -v j="$l
 figure "forbid: $long_run ran $((end_s - start_s)) s ($long_start..$long_end) over the $(date -u -d "@$next_minute" +%H:%M) schedule; at most $most_active Job active; none started meanwhile"
 faults '{}'
 
+# Liveness held throughout: the rollout, the drain and two minutes of a black-holed acquirer restarted no
+# daemon (a probe on the wrong port or path, or one that waits on the acquirer, would have).
+step "no charge-api or relay container restarted"
+restarted=$(kubectl -n "$NAMESPACE" get pods -l 'app.kubernetes.io/component in (charge-api,outbox-relay)' -o json |
+  jq -r '.items[] | .metadata.name as $pod | .status.containerStatuses[]? | select(.restartCount > 0)
+    | "\($pod)/\(.name): \(.restartCount) restarts, last \(.lastState.terminated.reason // "?") (exit \(.lastState.terminated.exitCode // "?"))"')
+[[ -z $restarted ]] || fail "containers restarted: $restarted"
+
 # ---- Uninstall ------------------------------------------------------------------------------------------
 step "helm uninstall leaves the namespace as the operator made it"
 helm uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 120s >/dev/null
