@@ -103,6 +103,9 @@ std::optional<Intent> ReadIntent(const json::value& value) {
   auto currency = NonEmptyString(*intent, "currency");
   const auto* created = intent->if_contains("created");
   if (!id || !status || !amount || !currency || created == nullptr || !created->is_int64()) return std::nullopt;
+  // A time no PaymentIntent can have (before 1970, after 2199) is not read as one, nor converted: past
+  // 2262 its nanoseconds overflow (the fuzz target's finding).
+  if (created->get_int64() < 0 || created->get_int64() > kLatestStripeCreated) return std::nullopt;
   Intent read;
   read.seen.id = std::move(*id);
   read.seen.amount = *amount;
@@ -242,7 +245,8 @@ bool HasMore(const json::value& body) {
 }  // namespace
 
 std::string StripeCreatedAt(std::int64_t unix_seconds) {
-  return detail::Rfc3339Micros(system_clock::time_point{std::chrono::seconds{unix_seconds}});
+  const auto seconds = std::clamp<std::int64_t>(unix_seconds, 0, kLatestStripeCreated);
+  return detail::Rfc3339Micros(system_clock::time_point{std::chrono::seconds{seconds}});
 }
 
 AttemptOutcome ClassifyStripeCapture(const TransportResult& result, const CaptureRequest& sent,

@@ -73,6 +73,25 @@ TEST(StripeTable, SucceededAndOursIsCaptured) {
   EXPECT_EQ(o.capture->status, CaptureStatus::kCaptured);
 }
 
+// The fuzz target's finding: a `created` past 2262 overflowed the conversion to a time point (undefined
+// behaviour). No PaymentIntent was made before 1970 or after 2199: such a one is not read at all.
+TEST(StripeTable, APaymentIntentCreatedAtAnImpossibleTimeIsUnreadable) {
+  const auto created_at = [](std::string_view created) {
+    auto body = Intent("succeeded", Charge(false));
+    body.replace(body.find("1796558400"), 10, created);
+    return Capture(Response(200, body));
+  };
+  for (const auto* created : {"9670183200", "-1", "9223372036854775807", "7258118400"}) {
+    EXPECT_EQ(created_at(created).kind, OutcomeKind::kUntrustedResponse) << created;
+  }
+  const auto latest = created_at(std::to_string(kLatestStripeCreated));
+  EXPECT_EQ(latest.kind, OutcomeKind::kCaptured);
+  ASSERT_TRUE(latest.capture.has_value());
+  EXPECT_EQ(latest.capture->created_at, "2199-12-31T23:59:59.000000Z");
+  EXPECT_EQ(created_at("0").kind, OutcomeKind::kCaptured);
+  EXPECT_EQ(StripeCreatedAt(9670183200), "2199-12-31T23:59:59.000000Z");  // clamped, never overflowed
+}
+
 TEST(StripeTable, SucceededWithTheLatestChargeAsAnIdIsCaptured) {
   ExpectClass(Capture(Response(200, Intent("succeeded", R"(,"latest_charge":"ch_x")"))), OutcomeKind::kCaptured,
               EvidenceClass::kApproved, Retryability::kDefinitive);

@@ -47,7 +47,11 @@ AttemptOutcome ClassifyStripeRefund(const TransportResult& result, std::chrono::
 // voided); the next page's token is the page's last id, when has_more.
 AttemptOutcome ClassifyStripeListPage(const TransportResult& result, std::chrono::system_clock::time_point now);
 
-// "2026-12-05T15:00:00.000000Z" for Stripe's `created` (Unix seconds).
+// The latest `created` a PaymentIntent is read with: 2199-12-31T23:59:59Z, well inside what a system_clock
+// time point holds (nanoseconds: until 2262). A later one, or a negative one, makes the PaymentIntent unreadable.
+inline constexpr std::int64_t kLatestStripeCreated = 7258118399;
+
+// "2026-12-05T15:00:00.000000Z" for Stripe's `created` (Unix seconds), clamped to [0, kLatestStripeCreated].
 std::string StripeCreatedAt(std::int64_t unix_seconds);
 
 }  // namespace charge_outbox::acquirer
